@@ -1,0 +1,1 @@
+"""Simulation engines behind one backend interface (:mod:`robolearn.sim.backend`)."""

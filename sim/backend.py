@@ -1,0 +1,152 @@
+"""The one interface every simulator backend implements.
+
+All state is batched: a backend holds ``num_worlds`` worlds of one scene and every query returns an
+array whose first axis is the world. Positions are in metres, angles in radians, quaternions
+(w, x, y, z), velocities in the world frame unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.sim.scene import CameraCfg, SceneCfg
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class SimError(ValueError):
+    """A scene or backend request that cannot be honoured; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A sphere drawn in videos only (a goal, a checkpoint); it has no physics."""
+
+    pos: tuple[float, float, float]
+    radius: float
+    rgba: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class PhysicsParams:
+    """Per-world multipliers on nominal physical parameters, for domain randomization."""
+
+    mass_scale: FloatArray
+    """(n,) multiplier on every body's mass and inertia."""
+    friction_scale: FloatArray
+    """(n,) multiplier on every sliding friction coefficient."""
+    damping_scale: FloatArray
+    """(n,) multiplier on every joint's damping."""
+    actuator_gain_scale: FloatArray
+    """(n,) multiplier on every actuator's gain (stiffness, damping, force per input)."""
+
+
+class Backend(Protocol):
+    """A batch of simulated worlds of one scene."""
+
+    name: str
+    num_worlds: int
+    scene: SceneCfg
+    num_controls: int
+
+    def reset_worlds(self, ids: IntArray) -> None:
+        """Put worlds back in the nominal state: robot at its initial joints, objects at rest."""
+        ...
+
+    def set_joint_state(
+        self, ids: IntArray, joints: Sequence[str], pos: FloatArray, vel: FloatArray | None = None
+    ) -> None:
+        """Write joint positions (n, k) and optionally velocities of the given worlds."""
+        ...
+
+    def set_root_state(
+        self,
+        ids: IntArray,
+        entity: str,
+        pos: FloatArray,
+        quat: FloatArray | None = None,
+        linvel: FloatArray | None = None,
+        angvel: FloatArray | None = None,
+    ) -> None:
+        """Write the pose (n, 3), (n, 4) and velocity of a free object or of a free-base robot."""
+        ...
+
+    def forward(self, ids: IntArray) -> None:
+        """Recompute frames and velocities after state writes, before the next observation."""
+        ...
+
+    def set_physics_params(self, ids: IntArray, params: PhysicsParams) -> None:
+        """Apply per-world physical parameter multipliers (domain randomization)."""
+        ...
+
+    def step(self, ctrl: FloatArray, substeps: int) -> None:
+        """Hold control inputs (num_worlds, num_controls) for ``substeps`` physics steps."""
+        ...
+
+    def unstable_worlds(self) -> BoolArray:
+        """(num_worlds,) worlds whose state became non-finite or that the engine reset in the last step."""
+        ...
+
+    def frame_pos(self, name: str) -> FloatArray:
+        """(num_worlds, 3) world position of a frame or object."""
+        ...
+
+    def frame_quat(self, name: str) -> FloatArray:
+        """(num_worlds, 4) world orientation of a frame or object (w, x, y, z)."""
+        ...
+
+    def frame_linvel(self, name: str) -> FloatArray:
+        """(num_worlds, 3) linear velocity of a frame's origin in the world frame."""
+        ...
+
+    def frame_angvel(self, name: str) -> FloatArray:
+        """(num_worlds, 3) angular velocity of a frame in the world frame."""
+        ...
+
+    def joint_pos(self, joints: Sequence[str]) -> FloatArray:
+        """(num_worlds, k) joint positions."""
+        ...
+
+    def joint_vel(self, joints: Sequence[str]) -> FloatArray:
+        """(num_worlds, k) joint velocities."""
+        ...
+
+    def render(
+        self, world: int, width: int, height: int, camera: CameraCfg, markers: Sequence[Marker] = ()
+    ) -> npt.NDArray[np.uint8]:
+        """An RGB image (height, width, 3) of one world."""
+        ...
+
+    def close(self) -> None:
+        """Release engine resources."""
+        ...
+
+
+BACKENDS = ("mujoco", "mujoco_batch", "pybullet")
+"""Backend names accepted everywhere a backend is chosen."""
+
+
+def make_backend(name: str, scene: SceneCfg, num_worlds: int, nthread: int = 0) -> Backend:
+    """Build a backend by name; engines are imported only when asked for."""
+    if num_worlds < 1:
+        raise SimError(f"num_worlds must be at least 1, got {num_worlds}")
+    if name == "mujoco":
+        from robolearn.sim.mujoco_backend import MujocoBackend
+
+        return MujocoBackend(scene, num_worlds)
+    if name == "mujoco_batch":
+        from robolearn.sim.mujoco_backend import MujocoBatchBackend
+
+        return MujocoBatchBackend(scene, num_worlds, nthread=nthread)
+    if name == "pybullet":
+        from robolearn.sim.pybullet_backend import PybulletBackend
+
+        return PybulletBackend(scene, num_worlds)
+    raise SimError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,291 @@
+"""MuJoCo backends: one world on an ``MjData`` (the reference) and N worlds on ``mujoco.batch``.
+
+Both read and write the same (num_worlds, ...) arrays, so everything above this module is shared:
+the single-world backend exposes ``MjData`` fields with a leading axis of one, the batched backend
+the live views ``mujoco.batch`` binds over all worlds. After every control step the position and
+velocity stages are computed at the new state, so frames and sensors describe the state the next
+action acts on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import mujoco
+import mujoco.batch
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.sim.backend import BoolArray, FloatArray, IntArray, Marker, PhysicsParams, SimError
+from robolearn.sim.mujoco_model import build_model
+from robolearn.sim.scene import CameraCfg, SceneCfg
+from robolearn.sim.transforms import quat_rotate_inverse
+
+log = logging.getLogger(__name__)
+
+# Fields whose per-world values domain randomization scales, with the columns scaled.
+_RANDOMIZED = {
+    "body_mass": "mass",
+    "body_inertia": "mass",
+    "geom_friction": "friction",
+    "dof_damping": "damping",
+    "actuator_gainprm": "gain",
+    "actuator_biasprm": "gain",
+}
+
+
+def _log_mujoco_warning(message: str) -> None:
+    log.warning("mujoco: %s", message)
+
+
+mujoco.set_mju_user_warning(_log_mujoco_warning)
+
+
+class _MujocoBase:
+    """State access shared by both MuJoCo backends; subclasses supply the arrays and the stepping."""
+
+    name: str
+
+    def __init__(self, scene: SceneCfg, num_worlds: int) -> None:
+        self.scene = scene
+        self.num_worlds = num_worlds
+        self.model, self.index = build_model(scene)
+        self.num_controls = int(self.model.nu)
+        self._nominal = {f: getattr(self.model, f).copy() for f in _RANDOMIZED}
+        self._renderer: mujoco.Renderer | None = None
+        self._unstable = np.zeros(num_worlds, dtype=bool)
+
+    # Arrays (num_worlds, ...) over MjData and per-world MjModel fields.
+    def _data(self, field: str) -> npt.NDArray[Any]:
+        raise NotImplementedError
+
+    def _model_field(self, field: str) -> npt.NDArray[Any]:
+        raise NotImplementedError
+
+    def mj_field(self, field: str) -> npt.NDArray[Any]:
+        """(num_worlds, ...) MjData field, for MuJoCo-only tasks (Gymnasium's models)."""
+        return self._data(field)
+
+    def _frame(self, name: str) -> Any:
+        try:
+            return self.index.frames[name]
+        except KeyError:
+            raise SimError(f"unknown frame {name!r}; frames: {sorted(self.index.frames)}") from None
+
+    def _joint_addr(self, joints: Sequence[str], table: dict[str, int]) -> list[int]:
+        try:
+            return [table[j] for j in joints]
+        except KeyError as exc:
+            raise SimError(f"unknown joint {exc.args[0]!r}; joints: {sorted(table)}") from None
+
+    def frame_pos(self, name: str) -> FloatArray:
+        a = self._frame(name).pos
+        return self._data("sensordata")[:, a : a + 3]
+
+    def frame_quat(self, name: str) -> FloatArray:
+        a = self._frame(name).quat
+        return self._data("sensordata")[:, a : a + 4]
+
+    def frame_linvel(self, name: str) -> FloatArray:
+        a = self._frame(name).linvel
+        return self._data("sensordata")[:, a : a + 3]
+
+    def frame_angvel(self, name: str) -> FloatArray:
+        a = self._frame(name).angvel
+        return self._data("sensordata")[:, a : a + 3]
+
+    def joint_pos(self, joints: Sequence[str]) -> FloatArray:
+        return self._data("qpos")[:, self._joint_addr(joints, self.index.joint_qpos)]
+
+    def joint_vel(self, joints: Sequence[str]) -> FloatArray:
+        return self._data("qvel")[:, self._joint_addr(joints, self.index.joint_dof)]
+
+    def set_joint_state(
+        self, ids: IntArray, joints: Sequence[str], pos: FloatArray, vel: FloatArray | None = None
+    ) -> None:
+        qpos, qvel = self._data("qpos"), self._data("qvel")
+        qpos[np.ix_(ids, self._joint_addr(joints, self.index.joint_qpos))] = pos
+        dofs = self._joint_addr(joints, self.index.joint_dof)
+        qvel[np.ix_(ids, dofs)] = 0.0 if vel is None else vel
+
+    def set_root_state(
+        self,
+        ids: IntArray,
+        entity: str,
+        pos: FloatArray,
+        quat: FloatArray | None = None,
+        linvel: FloatArray | None = None,
+        angvel: FloatArray | None = None,
+    ) -> None:
+        if entity not in self.index.free_qpos:
+            raise SimError(f"{entity!r} is not a free body; free bodies: {sorted(self.index.free_qpos)}")
+        q, d = self.index.free_qpos[entity], self.index.free_dof[entity]
+        qpos, qvel = self._data("qpos"), self._data("qvel")
+        qpos[ids, q : q + 3] = pos
+        if quat is not None:
+            qpos[ids, q + 3 : q + 7] = quat
+        qvel[ids, d : d + 3] = 0.0 if linvel is None else linvel
+        if angvel is None:
+            qvel[ids, d + 3 : d + 6] = 0.0
+        else:
+            # A free joint's angular velocity is in the body frame.
+            qvel[ids, d + 3 : d + 6] = quat_rotate_inverse(qpos[ids, q + 3 : q + 7], angvel)
+
+    def set_physics_params(self, ids: IntArray, params: PhysicsParams) -> None:
+        scales = {
+            "mass": params.mass_scale,
+            "friction": params.friction_scale,
+            "damping": params.damping_scale,
+            "gain": params.actuator_gain_scale,
+        }
+        for field, kind in _RANDOMIZED.items():
+            nominal, target = self._nominal[field], self._model_field(field)
+            s = scales[kind][:, None]
+            if field == "geom_friction":
+                target[ids, :, 0] = nominal[None, :, 0] * s
+            elif field == "actuator_gainprm":
+                target[ids, :, 0] = nominal[None, :, 0] * s
+            elif field == "actuator_biasprm":
+                target[ids, :, 1:3] = nominal[None, :, 1:3] * s[..., None]
+            elif field == "body_inertia":
+                target[ids] = nominal[None] * s[..., None]
+            else:
+                target[ids] = nominal[None] * s
+        self._set_const(ids)
+
+    def _set_const(self, ids: IntArray) -> None:
+        raise NotImplementedError
+
+    def unstable_worlds(self) -> BoolArray:
+        return self._unstable
+
+    def _check_stability(self, time_before: FloatArray, substeps: int) -> None:
+        # MuJoCo resets a diverged world to qpos0 by itself (time restarts); catch that and NaNs.
+        time_now = self._data("time")
+        expected = time_before + (substeps - 0.5) * self.model.opt.timestep
+        finite = np.isfinite(self._data("qpos")).all(axis=1) & np.isfinite(self._data("qvel")).all(axis=1)
+        self._unstable = (time_now < expected) | ~finite
+
+    def render(
+        self, world: int, width: int, height: int, camera: CameraCfg, markers: Sequence[Marker] = ()
+    ) -> npt.NDArray[np.uint8]:
+        model, data = self._world_model_data(world)
+        if self._renderer is None or (self._renderer.width, self._renderer.height) != (width, height):
+            self._renderer = mujoco.Renderer(model, height=height, width=width)
+        cam = mujoco.MjvCamera()
+        cam.lookat[:] = camera.lookat
+        if camera.track_frame is not None:
+            cam.lookat[:] = self.frame_pos(camera.track_frame)[world]
+        cam.distance, cam.azimuth, cam.elevation = camera.distance, camera.azimuth, camera.elevation
+        self._renderer.update_scene(data, cam)
+        scn = self._renderer.scene
+        for marker in markers:
+            if scn.ngeom >= scn.maxgeom:
+                break
+            mujoco.mjv_initGeom(
+                scn.geoms[scn.ngeom],
+                mujoco.mjtGeom.mjGEOM_SPHERE,
+                np.full(3, marker.radius),
+                np.asarray(marker.pos, dtype=np.float64),
+                np.eye(3).ravel(),
+                np.asarray(marker.rgba, dtype=np.float32),
+            )
+            scn.ngeom += 1
+        return self._renderer.render().copy()
+
+    def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+
+class MujocoBackend(_MujocoBase):
+    """Reference backend: worlds stepped one after another with ``mj_step``."""
+
+    name = "mujoco"
+
+    def __init__(self, scene: SceneCfg, num_worlds: int = 1) -> None:
+        super().__init__(scene, num_worlds)
+        if num_worlds != 1:
+            raise SimError(f"backend 'mujoco' simulates one world; use 'mujoco_batch' for {num_worlds}")
+        self.data = mujoco.MjData(self.model)
+
+    def _data(self, field: str) -> npt.NDArray[Any]:
+        value = getattr(self.data, field)
+        return np.asarray(value)[None] if np.ndim(value) else np.array([value])
+
+    def _model_field(self, field: str) -> npt.NDArray[Any]:
+        return getattr(self.model, field)[None]
+
+    def _set_const(self, ids: IntArray) -> None:
+        mujoco.mj_setConst(self.model, self.data)
+
+    def reset_worlds(self, ids: IntArray) -> None:
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = self.index.home_qpos
+
+    def forward(self, ids: IntArray) -> None:
+        mujoco.mj_forward(self.model, self.data)
+
+    def step(self, ctrl: FloatArray, substeps: int) -> None:
+        time_before = np.array([self.data.time])
+        self.data.ctrl[:] = ctrl[0]
+        # mj_step1 ran at the end of the last call (or mj_forward at reset): finish that step with
+        # the new control, take the rest, then compute positions and velocities at the new state.
+        mujoco.mj_step2(self.model, self.data)
+        for _ in range(substeps - 1):
+            mujoco.mj_step(self.model, self.data)
+        mujoco.mj_step1(self.model, self.data)
+        self._check_stability(time_before, substeps)
+
+    def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        return self.model, self.data
+
+
+class MujocoBatchBackend(_MujocoBase):
+    """N worlds on ``mujoco.batch``: one C call steps them all on a thread pool, GIL released."""
+
+    name = "mujoco_batch"
+
+    def __init__(self, scene: SceneCfg, num_worlds: int, nthread: int = 0) -> None:
+        super().__init__(scene, num_worlds)
+        self.batch = mujoco.batch.Batch(self.model, num_worlds, nthread=nthread, persistent=True)
+        self._views: dict[str, npt.NDArray[Any]] = {}
+        self._render_model: mujoco.MjModel | None = None
+        self._render_data: mujoco.MjData | None = None
+
+    def _data(self, field: str) -> npt.NDArray[Any]:
+        view = self._views.get(field)
+        if view is None:
+            view = self._views[field] = self.batch.bind(field)
+        return view
+
+    def _model_field(self, field: str) -> npt.NDArray[Any]:
+        return self.batch.expand(field)
+
+    def _set_const(self, ids: IntArray) -> None:
+        self.batch.set_const(ids)
+
+    def reset_worlds(self, ids: IntArray) -> None:
+        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        self._data("qpos")[ids] = self.index.home_qpos
+
+    def forward(self, ids: IntArray) -> None:
+        self.batch.forward(ids)
+
+    def step(self, ctrl: FloatArray, substeps: int) -> None:
+        time_before = self._data("time").copy()
+        self._data("ctrl")[:] = ctrl
+        self.batch.step(nstep=substeps, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        self._check_stability(time_before, substeps)
+        self._unstable |= np.asarray(self.batch.status) != 0
+
+    def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        self._render_model = self.batch.get_model(world, self._render_model)
+        self._render_data = self.batch.get_data(world, self._render_data)
+        return self._render_model, self._render_data

@@ -1,0 +1,234 @@
+"""Compile a scene description into one MuJoCo model.
+
+A URDF robot is read by MuJoCo's own URDF importer, the same file PyBullet loads; controllers
+become MuJoCo actuators so that they run at the physics rate inside the engine (and inside
+``mujoco.batch``'s thread pool) with no Python per substep:
+
+- Cartesian impedance: six position actuators with a site transmission relative to a reference
+  site; MuJoCo applies ``J^T (kp (target - x) - kd xdot)``. Gravity compensation is MuJoCo's
+  ``gravcomp``.
+- Thrust and body rates: a motor along the body z axis and three velocity actuators about the
+  body axes, i.e. a proportional rate loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from robolearn.sim.backend import SimError
+from robolearn.sim.scene import (
+    CartesianImpedanceCfg,
+    JointPositionCfg,
+    JointVelocityCfg,
+    MjcfAsset,
+    SceneCfg,
+    ThrustBodyRateCfg,
+    UrdfAsset,
+)
+
+_SITE = mujoco.mjtObj.mjOBJ_SITE
+
+
+@dataclass(frozen=True)
+class FrameIndex:
+    """Where a frame's pose and velocity sit in ``sensordata``."""
+
+    pos: int
+    quat: int
+    linvel: int
+    angvel: int
+
+
+@dataclass(frozen=True)
+class ModelIndex:
+    """Addresses the backends need to read and write a compiled model."""
+
+    frames: dict[str, FrameIndex]
+    joint_qpos: dict[str, int]
+    joint_dof: dict[str, int]
+    free_qpos: dict[str, int]
+    """First qpos address of each free joint, by entity (object name or robot name)."""
+    free_dof: dict[str, int]
+    home_qpos: np.ndarray
+
+
+def _load_robot_spec(asset: UrdfAsset | MjcfAsset) -> mujoco.MjSpec:
+    path = Path(asset.path)
+    if not path.is_file():
+        raise SimError(f"robot model file not found: {path}")
+    try:
+        if isinstance(asset, MjcfAsset):
+            return mujoco.MjSpec.from_file(str(path))
+        # MuJoCo has no ROS package resolver; pybullet_data's URDFs use package:// for their own folder.
+        text = path.read_text().replace("package://", "")
+        spec = mujoco.MjSpec.from_string(text)
+    except (ValueError, OSError) as exc:  # MuJoCo reports parse errors as ValueError
+        raise SimError(f"cannot read robot model {path}: {exc}".replace("\n", " ")) from exc
+    spec.meshdir = str(path.parent)
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    return spec
+
+
+def _add_frame_sensors(spec: mujoco.MjSpec, site: str) -> None:
+    for kind in ("framepos", "framequat", "framelinvel", "frameangvel"):
+        spec.add_sensor(
+            name=f"{site}:{kind}",
+            type=getattr(mujoco.mjtSensor, f"mjSENS_{kind.upper()}"),
+            objtype=_SITE,
+            objname=site,
+        )
+
+
+def _add_actuators(spec: mujoco.MjSpec, scene: SceneCfg) -> None:
+    for i, act in enumerate(scene.robot.actuators):
+        if isinstance(act, CartesianImpedanceCfg):
+            ref_pos, ref_rot = f"ref_pos_{i}", f"ref_rot_{i}"
+            spec.worldbody.add_site(name=ref_pos)
+            spec.worldbody.add_site(name=ref_rot, quat=list(act.target_quat))
+            for axis in range(6):
+                gear = [0.0] * 6
+                gear[axis] = 1.0
+                rot = axis >= 3
+                a = spec.add_actuator(
+                    name=f"{act.frame}_cart{axis}",
+                    trntype=mujoco.mjtTrn.mjTRN_SITE,
+                    target=act.frame,
+                    refsite=ref_rot if rot else ref_pos,
+                    gear=gear,
+                )
+                a.set_to_position(kp=act.kp_rot if rot else act.kp_pos, kv=act.kd_rot if rot else act.kd_pos)
+                limit = act.max_torque if rot else act.max_force
+                a.forcelimited = True
+                a.forcerange = [-limit, limit]
+        elif isinstance(act, JointPositionCfg | JointVelocityCfg):
+            for joint in act.joints:
+                a = spec.add_actuator(name=f"{joint}_servo", trntype=mujoco.mjtTrn.mjTRN_JOINT, target=joint)
+                if isinstance(act, JointPositionCfg):
+                    a.set_to_position(kp=act.kp, kv=act.kd)
+                else:
+                    a.set_to_velocity(kv=act.kv)
+                a.forcelimited = True
+                a.forcerange = [-act.max_effort, act.max_effort]
+        elif isinstance(act, ThrustBodyRateCfg):
+            thrust = spec.add_actuator(
+                name="thrust", trntype=mujoco.mjtTrn.mjTRN_SITE, target=act.frame, gear=[0, 0, 1, 0, 0, 0]
+            )
+            thrust.set_to_motor()
+            thrust.ctrllimited = True
+            thrust.ctrlrange = [0.0, act.max_thrust]
+            for axis in range(3):
+                gear = [0.0] * 6
+                gear[3 + axis] = 1.0
+                a = spec.add_actuator(
+                    name=f"rate{'xyz'[axis]}", trntype=mujoco.mjtTrn.mjTRN_SITE, target=act.frame, gear=gear
+                )
+                a.set_to_velocity(kv=act.rate_gain[axis])
+                a.forcelimited = True
+                a.forcerange = [-act.max_torque[axis], act.max_torque[axis]]
+
+
+def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
+    """Compile the scene; return the model and the addresses of frames and joints."""
+    robot = scene.robot
+    spec = _load_robot_spec(robot.asset)
+    spec.option.timestep = scene.physics_dt
+    world = spec.worldbody
+    root = world.first_body()
+    if root is None:
+        raise SimError(f"robot model {robot.asset.path} has no bodies")
+    root.pos = list(robot.base_pos)
+    if not robot.fixed_base and isinstance(robot.asset, UrdfAsset):
+        root.add_freejoint(name=f"{robot.name}_root")
+
+    body_names = {b.name for b in spec.bodies}
+    for body in spec.bodies:
+        if body.name != "world" and robot.gravity_compensation:
+            body.gravcomp = 1.0
+    joint_names = {j.name for j in spec.joints}
+    for name in robot.init_joint_pos | robot.joint_damping:
+        if name not in joint_names:
+            raise SimError(f"robot {robot.name} has no joint {name!r}; joints: {sorted(joint_names - {''})}")
+    for joint in spec.joints:
+        if joint.name in robot.joint_damping:
+            joint.damping = [robot.joint_damping[joint.name], 0.0, 0.0]
+        if robot.joint_armature and joint.type == mujoco.mjtJoint.mjJNT_HINGE:
+            joint.armature = robot.joint_armature
+    if robot.collision_friction is not None:
+        for geom in spec.geoms:
+            geom.friction = list(robot.collision_friction)
+
+    for frame in robot.frames:
+        if frame.link not in body_names:
+            raise SimError(f"frame {frame.name!r} names link {frame.link!r}, which robot {robot.name} lacks")
+        spec.body(frame.link).add_site(name=frame.name, pos=list(frame.pos), quat=list(frame.quat))
+        _add_frame_sensors(spec, frame.name)
+    if not robot.fixed_base:
+        root.add_site(name=robot.name)
+        _add_frame_sensors(spec, robot.name)
+
+    for obj in scene.objects:
+        body = world.add_body(name=obj.name, pos=list(obj.pos))
+        body.add_freejoint(name=f"{obj.name}_root")
+        body.add_geom(
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=list(obj.half_size),
+            mass=obj.mass,
+            rgba=list(obj.rgba),
+            friction=[obj.friction, 0.005, 0.0001],
+            condim=4,
+        )
+        body.add_site(name=obj.name)
+        _add_frame_sensors(spec, obj.name)
+
+    if scene.ground:
+        tex = spec.add_texture(
+            name="grid",
+            type=mujoco.mjtTexture.mjTEXTURE_2D,
+            builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+            width=256,
+            height=256,
+            rgb1=[0.25, 0.3, 0.35],
+            rgb2=[0.35, 0.4, 0.45],
+        )
+        mat = spec.add_material(name="grid", texrepeat=[8, 8])
+        mat.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+        world.add_geom(
+            name="ground",
+            type=mujoco.mjtGeom.mjGEOM_PLANE,
+            size=[0.0, 0.0, 0.05],
+            material="grid",
+            friction=[scene.ground_friction, 0.005, 0.0001],
+        )
+        world.add_light(pos=[0, 0, 4], dir=[0, 0, -1], castshadow=False)
+    _add_actuators(spec, scene)
+    spec.visual.global_.offwidth = 1280
+    spec.visual.global_.offheight = 960
+
+    try:
+        model = spec.compile()
+    except ValueError as exc:
+        raise SimError(f"cannot compile the scene of robot {robot.name}: {exc}".replace("\n", " ")) from exc
+
+    frames = {}
+    for i in range(model.nsensor):
+        site, _, kind = model.sensor(i).name.partition(":")
+        frames.setdefault(site, {})[kind] = int(model.sensor_adr[i])
+    frame_index = {
+        s: FrameIndex(k["framepos"], k["framequat"], k["framelinvel"], k["frameangvel"]) for s, k in frames.items()
+    }
+    joint_qpos, joint_dof, free_qpos, free_dof = {}, {}, {}, {}
+    for j in range(model.njnt):
+        name = model.joint(j).name
+        if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
+            entity = name.removesuffix("_root") or robot.name
+            free_qpos[entity], free_dof[entity] = int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j])
+        else:
+            joint_qpos[name], joint_dof[name] = int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j])
+    home = model.qpos0.copy()
+    for name, value in robot.init_joint_pos.items():
+        home[joint_qpos[name]] = value
+    return model, ModelIndex(frame_index, joint_qpos, joint_dof, free_qpos, free_dof, home)

@@ -1,0 +1,53 @@
+"""Batched rotation helpers on (n, ...) arrays; quaternions are (w, x, y, z)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def quat_to_mat(quat: FloatArray) -> FloatArray:
+    """(n, 4) unit quaternions to (n, 3, 3) rotation matrices (body to world)."""
+    w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    return np.stack(
+        [
+            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def quat_rotate(quat: FloatArray, vec: FloatArray) -> FloatArray:
+    """Rotate (n, 3) body-frame vectors into the world frame."""
+    return np.einsum("nij,nj->ni", quat_to_mat(quat), vec)
+
+
+def quat_rotate_inverse(quat: FloatArray, vec: FloatArray) -> FloatArray:
+    """Rotate (n, 3) world-frame vectors into the body frame."""
+    return np.einsum("nji,nj->ni", quat_to_mat(quat), vec)
+
+
+def quat_from_euler(roll: FloatArray, pitch: FloatArray, yaw: FloatArray) -> FloatArray:
+    """(n,) roll, pitch, yaw (rad, extrinsic x-y-z) to (n, 4) quaternions."""
+    cr, sr = np.cos(roll / 2), np.sin(roll / 2)
+    cp, sp = np.cos(pitch / 2), np.sin(pitch / 2)
+    cy, sy = np.cos(yaw / 2), np.sin(yaw / 2)
+    return np.stack(
+        [
+            cr * cp * cy + sr * sp * sy,
+            sr * cp * cy - cr * sp * sy,
+            cr * sp * cy + sr * cp * sy,
+            cr * cp * sy - sr * sp * cy,
+        ],
+        -1,
+    )
+
+
+def yaw_of(quat: FloatArray) -> FloatArray:
+    """(n,) heading angle about the world z axis."""
+    w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))

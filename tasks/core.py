@@ -1,0 +1,230 @@
+"""The vocabulary of task definitions: typed configs whose terms are small functions.
+
+A task is declared, not programmed (as in Isaac Lab's and mjlab's manager-based configs): a
+factory returns a :class:`TaskCfg` whose observation, reward, success, termination and reset terms
+are plain functions ``fn(env, **params)`` over all worlds at once. A term that needs memory is a
+small class with ``reset(env, ids)``. Terms see the environment only through
+:class:`TaskEnvView`, so a task never names a simulator.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.sim.backend import BACKENDS, Backend, FloatArray, IntArray, Marker
+from robolearn.sim.scene import SceneCfg
+
+Embodiment = Literal["arm", "drone", "car", "legged"]
+Observation = dict[str, npt.NDArray[np.float32]]
+
+
+class TaskError(ValueError):
+    """A malformed task definition or an unknown task; the message names the fault."""
+
+
+class TaskEnvView(Protocol):
+    """What terms may read and write: the simulator, per-world task state and counters."""
+
+    cfg: TaskCfg
+    num_envs: int
+    sim: Backend
+    state: dict[str, npt.NDArray[Any]]
+    """Per-world task state declared in ``TaskCfg.state`` (goals, checkpoint indices, ...)."""
+    step_count: IntArray
+    """(num_envs,) control steps taken in the current episode."""
+    action: FloatArray
+    """(num_envs, A) the action applied in the last step, in physical units."""
+    prev_action: FloatArray
+    """(num_envs, A) the action applied the step before."""
+    rng: np.random.Generator
+    """The generator reset terms draw from."""
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """One named observation, (num_envs, k) in physical units."""
+
+    fn: Callable[..., FloatArray]
+    """``fn(env, **params) -> (num_envs, k)``."""
+    units: str
+    """Physical units of every component, e.g. ``m``, ``m/s``, ``rad``, ``1``."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``fn``."""
+    noise_std: float = 0.0
+    """Standard deviation of Gaussian sensor noise added under domain randomization (in ``units``)."""
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """One weighted reward component."""
+
+    fn: Callable[..., FloatArray]
+    """``fn(env, **params) -> (num_envs,)``."""
+    weight: float
+    """Multiplier of the term in the reward sum."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``fn``."""
+
+
+@dataclass(frozen=True)
+class DoneTerm:
+    """A condition that ends an episode."""
+
+    fn: Callable[..., npt.NDArray[np.bool_]]
+    """``fn(env, **params) -> (num_envs,)`` booleans."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``fn``."""
+    time_out: bool = False
+    """True for a limit that truncates (the value is bootstrapped), False for a true terminal state."""
+
+
+@dataclass(frozen=True)
+class EventTerm:
+    """Something done to the worlds being reset (the reset distribution)."""
+
+    fn: Callable[..., None]
+    """``fn(env, ids, **params)``; writes the simulator state and ``env.state`` of worlds ``ids``."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``fn``."""
+
+
+@dataclass(frozen=True)
+class ActionCfg:
+    """The action space in physical units and how an action becomes controller inputs."""
+
+    names: tuple[str, ...]
+    """Name of each action component."""
+    units: tuple[str, ...]
+    """Physical unit of each component."""
+    low: tuple[float, ...]
+    """Lower bound of each component (physical units); actions are clipped to it."""
+    high: tuple[float, ...]
+    """Upper bound of each component."""
+    neutral: tuple[float, ...]
+    """The action applied in place of a rejected (non-finite) one: hold still, hover, brake."""
+    to_controls: Callable[..., FloatArray]
+    """``fn(env, action) -> (num_envs, num_controls)``: the action term."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``to_controls``."""
+
+
+@dataclass(frozen=True)
+class DomainRandCfg:
+    """Ranges drawn per world at every reset when randomization is on."""
+
+    mass_scale: tuple[float, float] = (1.0, 1.0)
+    """Multiplier on body masses and inertias."""
+    friction_scale: tuple[float, float] = (1.0, 1.0)
+    """Multiplier on sliding friction."""
+    damping_scale: tuple[float, float] = (1.0, 1.0)
+    """Multiplier on joint damping."""
+    actuator_gain_scale: tuple[float, float] = (1.0, 1.0)
+    """Multiplier on actuator gains."""
+    action_latency_steps: tuple[int, int] = (0, 0)
+    """Delay, in control steps, between an action and its effect (inclusive range)."""
+    sensor_noise: bool = True
+    """Add each observation term's ``noise_std``."""
+
+
+class Expert(Protocol):
+    """A scripted policy acting on observations only, so it can be deployed like a trained one."""
+
+    def __call__(self, obs: Observation) -> FloatArray:
+        """(num_envs, A) actions in physical units."""
+        ...
+
+
+@dataclass(frozen=True)
+class TaskCfg:
+    """A complete task definition."""
+
+    name: str
+    """Registry name, e.g. ``panda_pick_cube``."""
+    embodiment: Embodiment
+    """Which kind of robot the task is for."""
+    description: str
+    """One sentence for listings."""
+    scene: SceneCfg
+    """Robot, objects and physics step."""
+    control_dt: float
+    """Control period (s); the physics takes ``control_dt / scene.physics_dt`` substeps per action."""
+    episode_length: int
+    """Control steps before an episode is truncated."""
+    action: ActionCfg
+    """Action space and action term."""
+    observations: dict[str, ObsTerm]
+    """Observation terms; the observation is a dict with these keys, in this order."""
+    rewards: dict[str, RewardTerm]
+    """Reward terms, summed."""
+    success: DoneTerm
+    """When the task counts as solved."""
+    terminations: dict[str, DoneTerm] = field(default_factory=dict)
+    """Conditions that end an episode besides the episode length."""
+    reset_events: dict[str, EventTerm] = field(default_factory=dict)
+    """Applied in order to worlds being reset, after they return to the nominal state."""
+    state: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per-world task state to allocate: name to the shape of one world's entry."""
+    randomization: DomainRandCfg = field(default_factory=DomainRandCfg)
+    """Domain randomization ranges (used when an environment is made with randomization on)."""
+    end_on_success: bool = True
+    """End the episode (as terminal) once the success condition holds."""
+    expert: Callable[[TaskCfg], Expert] | None = None
+    """Factory of the scripted expert that solves the nominal task."""
+    markers: Callable[[TaskEnvView, int], list[Marker]] | None = None
+    """Goals and checkpoints to draw in videos of world ``i``."""
+    backends: tuple[str, ...] = BACKENDS
+    """Backends the task runs on."""
+
+    @property
+    def substeps(self) -> int:
+        """Physics steps per control step."""
+        return round(self.control_dt / self.scene.physics_dt)
+
+    def validate(self) -> None:
+        """Check the definition's internal consistency; raise :class:`TaskError` naming the fault."""
+        n = len(self.action.names)
+        for label in ("units", "low", "high", "neutral"):
+            if len(getattr(self.action, label)) != n:
+                raise TaskError(f"task {self.name}: action.{label} has {len(getattr(self.action, label))} "
+                                f"entries, action.names has {n}")
+        if any(lo >= hi for lo, hi in zip(self.action.low, self.action.high, strict=True)):
+            raise TaskError(f"task {self.name}: every action low must be below its high")
+        if self.control_dt <= 0 or abs(self.substeps * self.scene.physics_dt - self.control_dt) > 1e-9:
+            raise TaskError(f"task {self.name}: control_dt {self.control_dt} is not a positive multiple of "
+                            f"physics_dt {self.scene.physics_dt}")
+        if self.episode_length < 1:
+            raise TaskError(f"task {self.name}: episode_length must be at least 1")
+        if not self.observations:
+            raise TaskError(f"task {self.name}: no observation terms")
+        unknown = set(self.backends) - set(BACKENDS)
+        if unknown:
+            raise TaskError(f"task {self.name}: unknown backends {sorted(unknown)}; known: {list(BACKENDS)}")
+        terms: list[tuple[str, Any]] = [("action", self.action), ("success", self.success)]
+        for group in ("observations", "rewards", "terminations", "reset_events"):
+            terms += [(f"{group}.{k}", v) for k, v in getattr(self, group).items()]
+        for label, term in terms:
+            fn = term.to_controls if isinstance(term, ActionCfg) else term.fn
+            _check_params(self.name, label, fn, term.params)
+
+
+def _check_params(task: str, label: str, fn: Callable[..., Any], params: Mapping[str, Any]) -> None:
+    """Refuse term parameters the function does not take (a typo would otherwise be silent)."""
+    target = fn.__call__ if not inspect.isfunction(fn) and callable(fn) else fn
+    sig = inspect.signature(target)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    unknown = set(params) - set(sig.parameters)
+    if unknown:
+        raise TaskError(f"task {task}: term {label} gets parameters {sorted(unknown)} that "
+                        f"{getattr(fn, '__name__', type(fn).__name__)} does not take; "
+                        f"it takes {[p for p in sig.parameters if p not in ('self', 'env', 'ids')]}")
+    try:
+        sig.bind_partial(**params)
+    except TypeError as exc:
+        raise TaskError(f"task {task}: term {label}: {exc}") from None

@@ -1,0 +1,138 @@
+"""panda_pick_cube: grasp a 4 cm cube placed at random on the table and lift it 10 cm.
+
+After SERL's franka_sim PandaPickCube: 0.02 s control period, 100-step episodes, reward 0.3 for
+closeness plus 0.7 for lift, success once the cube is lifted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robolearn.sim.backend import FloatArray, Marker
+from robolearn.sim.scene import BoxObjectCfg, CameraCfg, SceneCfg
+from robolearn.tasks import terms
+from robolearn.tasks.core import (
+    DomainRandCfg,
+    DoneTerm,
+    EventTerm,
+    Expert,
+    ObsTerm,
+    Observation,
+    RewardTerm,
+    TaskCfg,
+    TaskEnvView,
+)
+from robolearn.tasks.robots.panda import (
+    ARM_JOINTS,
+    FINGER_JOINTS,
+    MAX_OPENING,
+    ee_delta_action,
+    panda_robot,
+)
+
+HALF = 0.02
+"""Cube half size (m)."""
+LIFT = 0.1
+"""Lift height that counts as success (m)."""
+CUBE_LOW = (0.35, -0.2, HALF)
+CUBE_HIGH = (0.6, 0.2, HALF)
+
+
+def cube_lift(env: TaskEnvView) -> FloatArray:
+    """Fraction of the target lift reached, in [0, 1]."""
+    return np.clip((env.sim.frame_pos("cube")[:, 2] - HALF) / LIFT, 0.0, 1.0)
+
+
+def ee_cube_closeness(env: TaskEnvView) -> FloatArray:
+    """exp(-20 d) of the tool-to-cube distance d, as SERL's reward."""
+    d = np.linalg.norm(env.sim.frame_pos("cube") - env.sim.frame_pos("ee"), axis=1)
+    return np.exp(-20.0 * d)
+
+
+def cube_lifted(env: TaskEnvView) -> np.ndarray:
+    """True where the cube is at least LIFT above the table."""
+    return env.sim.frame_pos("cube")[:, 2] >= HALF + LIFT
+
+
+def cube_fell_off(env: TaskEnvView) -> np.ndarray:
+    """True where the cube left the table (pushed far away or through the floor)."""
+    pos = env.sim.frame_pos("cube")
+    return (pos[:, 2] < -0.05) | (np.linalg.norm(pos[:, :2], axis=1) > 1.2)
+
+
+class PickExpert:
+    """Hover over the cube, descend, close, lift; the phase is read from the observation alone."""
+
+    def __init__(self, cfg: TaskCfg) -> None:
+        self.max_step = cfg.action.high[0]
+
+    def __call__(self, obs: Observation) -> FloatArray:
+        rel = obs["cube_from_ee"].astype(np.float64)
+        width = obs["gripper_opening"][:, 0]
+        n = len(rel)
+        horizontal = np.linalg.norm(rel[:, :2], axis=1)
+        holding = (width < 2 * HALF + 0.006) & (np.abs(rel[:, 2]) < 0.03) & (horizontal < 0.02)
+        aligned = horizontal < 0.008
+        at_height = rel[:, 2] > -0.006
+        closing = aligned & at_height & ~holding
+        target = rel.copy()
+        # Approach from 6 cm above the cube until aligned, then descend onto it.
+        target[:, 2] = np.where(aligned, rel[:, 2], rel[:, 2] + 0.06)
+        target[holding] = [0.0, 0.0, self.max_step]
+        target[closing] = 0.0
+        gripper = np.where(holding | closing, 0.0, MAX_OPENING)
+        delta = np.clip(target, -self.max_step, self.max_step)
+        return np.concatenate([delta, gripper.reshape(n, 1)], axis=1)
+
+
+def _expert(cfg: TaskCfg) -> Expert:
+    return PickExpert(cfg)
+
+
+def _markers(env: TaskEnvView, world: int) -> list[Marker]:
+    x, y, _ = env.sim.frame_pos("cube")[world]
+    return [Marker((float(x), float(y), HALF + LIFT), 0.01, (0.1, 0.9, 0.2, 0.5))]
+
+
+def make_cfg() -> TaskCfg:
+    return TaskCfg(
+        name="panda_pick_cube",
+        embodiment="arm",
+        description="Franka Panda: pick up a randomly placed 4 cm cube and lift it 10 cm.",
+        scene=SceneCfg(
+            robot=panda_robot(),
+            objects=(BoxObjectCfg("cube", (HALF, HALF, HALF), mass=0.05, pos=(0.5, 0.0, HALF), friction=1.5),),
+            camera=CameraCfg((0.45, 0.0, 0.15), 1.3, 150.0, -25.0),
+        ),
+        control_dt=0.02,
+        episode_length=100,
+        action=ee_delta_action(),
+        observations={
+            "ee_pos": ObsTerm(terms.frame_pos, "m", {"frame": "ee"}, noise_std=0.001),
+            "ee_vel": ObsTerm(terms.frame_linvel, "m/s", {"frame": "ee"}, noise_std=0.005),
+            "gripper_opening": ObsTerm(terms.joint_pos_sum, "m", {"joints": FINGER_JOINTS}, noise_std=0.0005),
+            "cube_pos": ObsTerm(terms.frame_pos, "m", {"frame": "cube"}, noise_std=0.002),
+            "cube_from_ee": ObsTerm(terms.frame_minus_frame, "m", {"target": "cube", "frame": "ee"}, noise_std=0.002),
+        },
+        rewards={
+            "close": RewardTerm(ee_cube_closeness, 0.3),
+            "lift": RewardTerm(cube_lift, 0.7),
+        },
+        success=DoneTerm(cube_lifted),
+        terminations={"cube_fell_off": DoneTerm(cube_fell_off)},
+        reset_events={
+            "arm": EventTerm(terms.perturb_joints, {"joints": ARM_JOINTS, "noise": 0.05}),
+            "cube": EventTerm(
+                terms.place_uniform, {"entity": "cube", "low": CUBE_LOW, "high": CUBE_HIGH, "yaw_range": (-0.4, 0.4)}
+            ),
+        },
+        randomization=DomainRandCfg(
+            mass_scale=(0.8, 1.2),
+            friction_scale=(0.7, 1.3),
+            damping_scale=(0.7, 1.3),
+            actuator_gain_scale=(0.8, 1.2),
+            action_latency_steps=(0, 1),
+        ),
+        expert=_expert,
+        markers=_markers,
+    )

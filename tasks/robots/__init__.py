@@ -1,0 +1,1 @@
+"""Robot descriptions shared by tasks: model file, frames, controllers and limits."""

@@ -1,0 +1,134 @@
+"""Generic terms shared by tasks: ``fn(env, **params)`` over all worlds, in physical units.
+
+Task-specific terms live in the task's own module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.sim.backend import FloatArray, IntArray
+from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse
+from robolearn.tasks.core import TaskEnvView
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+# -- observations ------------------------------------------------------------------------------
+def frame_pos(env: TaskEnvView, frame: str) -> FloatArray:
+    """World position of a frame (m)."""
+    return env.sim.frame_pos(frame)
+
+
+def frame_linvel(env: TaskEnvView, frame: str) -> FloatArray:
+    """World linear velocity of a frame (m/s)."""
+    return env.sim.frame_linvel(frame)
+
+
+def frame_quat(env: TaskEnvView, frame: str) -> FloatArray:
+    """World orientation of a frame (w, x, y, z), sign fixed so that w >= 0."""
+    q = env.sim.frame_quat(frame)
+    return np.where(q[:, :1] < 0, -q, q)
+
+
+def frame_angvel_body(env: TaskEnvView, frame: str) -> FloatArray:
+    """Angular velocity of a frame in its own axes (rad/s), as a gyroscope reads it."""
+    return quat_rotate_inverse(env.sim.frame_quat(frame), env.sim.frame_angvel(frame))
+
+
+def joint_pos(env: TaskEnvView, joints: Sequence[str]) -> FloatArray:
+    """Joint positions (rad or m)."""
+    return env.sim.joint_pos(joints)
+
+
+def joint_vel(env: TaskEnvView, joints: Sequence[str]) -> FloatArray:
+    """Joint velocities (rad/s or m/s)."""
+    return env.sim.joint_vel(joints)
+
+
+def joint_pos_sum(env: TaskEnvView, joints: Sequence[str]) -> FloatArray:
+    """Sum of joint positions, e.g. the opening of a two-finger gripper (m)."""
+    return env.sim.joint_pos(joints).sum(axis=1, keepdims=True)
+
+
+def task_state(env: TaskEnvView, key: str) -> FloatArray:
+    """A per-world task state entry, such as a goal position."""
+    return env.state[key]
+
+
+def state_minus_frame(env: TaskEnvView, key: str, frame: str) -> FloatArray:
+    """Vector from a frame to a per-world target stored in the task state (m)."""
+    return env.state[key] - env.sim.frame_pos(frame)
+
+
+def frame_minus_frame(env: TaskEnvView, target: str, frame: str) -> FloatArray:
+    """Vector from one frame to another (m)."""
+    return env.sim.frame_pos(target) - env.sim.frame_pos(frame)
+
+
+def last_action(env: TaskEnvView) -> FloatArray:
+    """The action applied in the last step (physical units)."""
+    return env.action
+
+
+# -- rewards -----------------------------------------------------------------------------------
+def distance_to_state(env: TaskEnvView, key: str, frame: str) -> FloatArray:
+    """Distance from a frame to a per-world target (m)."""
+    return np.linalg.norm(env.state[key] - env.sim.frame_pos(frame), axis=1)
+
+
+def action_rate_l2(env: TaskEnvView) -> FloatArray:
+    """Squared change of the action between steps."""
+    return np.sum(np.square(env.action - env.prev_action), axis=1)
+
+
+def constant(env: TaskEnvView) -> FloatArray:
+    """One per step (an alive bonus or a time penalty, by its weight's sign)."""
+    return np.ones(env.num_envs)
+
+
+# -- terminations and success ------------------------------------------------------------------
+def within_distance_of_state(env: TaskEnvView, key: str, frame: str, tolerance: float) -> BoolArray:
+    """True where a frame is within ``tolerance`` (m) of a per-world target."""
+    return distance_to_state(env, key, frame) < tolerance
+
+
+def frame_outside_box(
+    env: TaskEnvView, frame: str, low: tuple[float, float, float], high: tuple[float, float, float]
+) -> BoolArray:
+    """True where a frame left an axis-aligned box (m)."""
+    pos = env.sim.frame_pos(frame)
+    return ((pos < np.asarray(low)) | (pos > np.asarray(high))).any(axis=1)
+
+
+# -- reset events ------------------------------------------------------------------------------
+def sample_state_uniform(
+    env: TaskEnvView, ids: IntArray, key: str, low: Sequence[float], high: Sequence[float]
+) -> None:
+    """Draw a per-world task state entry uniformly from a box."""
+    env.state[key][ids] = env.rng.uniform(low, high, size=(len(ids), len(low)))
+
+
+def perturb_joints(env: TaskEnvView, ids: IntArray, joints: Sequence[str], noise: float) -> None:
+    """Add uniform noise (rad or m) to the initial positions of joints."""
+    pos = env.sim.joint_pos(joints)[ids]
+    env.sim.set_joint_state(ids, joints, pos + env.rng.uniform(-noise, noise, size=pos.shape))
+
+
+def place_uniform(
+    env: TaskEnvView,
+    ids: IntArray,
+    entity: str,
+    low: Sequence[float],
+    high: Sequence[float],
+    yaw_range: tuple[float, float] = (0.0, 0.0),
+) -> None:
+    """Put a free body at a uniformly drawn position (m) and heading (rad), at rest."""
+    n = len(ids)
+    pos = env.rng.uniform(low, high, size=(n, 3))
+    yaw = env.rng.uniform(*yaw_range, size=n)
+    zero = np.zeros(n)
+    env.sim.set_root_state(ids, entity, pos, quat_from_euler(zero, zero, yaw))
