@@ -28,6 +28,7 @@ from robolearn.tasks.robots.panda import (
     MAX_OPENING,
     ee_delta_action,
     panda_robot,
+    servo_step,
 )
 
 HALF = 0.02
@@ -78,10 +79,10 @@ class PickExpert:
         target = rel.copy()
         # Approach from 6 cm above the cube until aligned, then descend onto it.
         target[:, 2] = np.where(aligned, rel[:, 2], rel[:, 2] + 0.06)
-        target[holding] = [0.0, 0.0, self.max_step]
+        target[holding] = [0.0, 0.0, 1.0]
         target[closing] = 0.0
         gripper = np.where(holding | closing, 0.0, MAX_OPENING)
-        delta = np.clip(target, -self.max_step, self.max_step)
+        delta = servo_step(target, obs["ee_vel"].astype(np.float64), self.max_step)
         return np.concatenate([delta, gripper.reshape(n, 1)], axis=1)
 
 
@@ -126,6 +127,7 @@ def make_cfg() -> TaskCfg:
                 terms.place_uniform, {"entity": "cube", "low": CUBE_LOW, "high": CUBE_HIGH, "yaw_range": (-0.4, 0.4)}
             ),
         },
+        state={"ee_target": (3,)},
         randomization=DomainRandCfg(
             mass_scale=(0.8, 1.2),
             friction_scale=(0.7, 1.3),

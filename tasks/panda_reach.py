@@ -18,7 +18,7 @@ from robolearn.tasks.core import (
     TaskCfg,
     TaskEnvView,
 )
-from robolearn.tasks.robots.panda import ARM_JOINTS, MAX_OPENING, ee_delta_action, panda_robot
+from robolearn.tasks.robots.panda import ARM_JOINTS, MAX_OPENING, ee_delta_action, panda_robot, servo_step
 
 GOAL_LOW = (0.3, -0.25, 0.1)
 GOAL_HIGH = (0.6, 0.25, 0.45)
@@ -26,13 +26,13 @@ TOLERANCE = 0.02
 
 
 class ReachExpert:
-    """Move straight to the goal at the largest allowed step, hand open."""
+    """Move straight to the goal, hand open."""
 
     def __init__(self, cfg: TaskCfg) -> None:
         self.max_step = cfg.action.high[0]
 
     def __call__(self, obs: Observation) -> FloatArray:
-        delta = np.clip(obs["goal_from_ee"].astype(np.float64), -self.max_step, self.max_step)
+        delta = servo_step(obs["goal_from_ee"].astype(np.float64), obs["ee_vel"].astype(np.float64), self.max_step)
         return np.concatenate([delta, np.full((len(delta), 1), MAX_OPENING)], axis=1)
 
 
@@ -69,7 +69,7 @@ def make_cfg() -> TaskCfg:
             "arm": EventTerm(terms.perturb_joints, {"joints": ARM_JOINTS, "noise": 0.05}),
             "goal": EventTerm(terms.sample_state_uniform, {"key": "goal", "low": GOAL_LOW, "high": GOAL_HIGH}),
         },
-        state={"goal": (3,)},
+        state={"goal": (3,), "ee_target": (3,)},
         randomization=DomainRandCfg(
             mass_scale=(0.8, 1.2),
             friction_scale=(0.8, 1.2),

@@ -39,7 +39,8 @@ def panda_robot() -> RobotCfg:
         joint_damping=dict.fromkeys(ARM_JOINTS, 1.0) | dict.fromkeys(FINGER_JOINTS, 5.0),
         frames=(FrameCfg("ee", "panda_grasptarget"),),
         actuators=(
-            CartesianImpedanceCfg(frame="ee", target_quat=TOOL_DOWN),
+            # About the Franka Cartesian impedance controller's upper stiffness, near-critically damped.
+            CartesianImpedanceCfg(frame="ee", target_quat=TOOL_DOWN, kp_pos=2000.0, kd_pos=100.0),
             # Franka Hand: 70 N continuous grip force, shared by two fingers.
             JointPositionCfg(joints=FINGER_JOINTS, kp=400.0, kd=20.0, max_effort=35.0),
         ),
@@ -48,19 +49,27 @@ def panda_robot() -> RobotCfg:
     )
 
 
-def ee_delta_to_controls(env: TaskEnvView, action: FloatArray) -> FloatArray:
+def ee_delta_to_controls(env: TaskEnvView, action: FloatArray, max_lead: float = 0.06) -> FloatArray:
     """Tool displacement (m) and gripper opening (m) to impedance target and finger targets.
 
-    The target is the measured tool position plus the displacement, kept inside the workspace, as
-    SERL does; orientation is held pointing down.
+    As in SERL's franka_sim, the displacement moves the commanded target (not the measured pose),
+    so a constant action is a constant velocity. The target stays within ``max_lead`` of the
+    measured tool, so pushing against the table cannot wind up force, and inside the workspace.
+    Orientation is held pointing down.
     """
-    target = np.clip(env.sim.frame_pos("ee") + action[:, :3], WORKSPACE_LOW, WORKSPACE_HIGH)
+    ee = env.sim.frame_pos("ee")
+    target = np.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
+    target = np.clip(np.clip(target, ee - max_lead, ee + max_lead), WORKSPACE_LOW, WORKSPACE_HIGH)
+    env.state["ee_target"] = target
     fingers = np.repeat(action[:, 3:4] / 2.0, 2, axis=1)
     return np.concatenate([target, np.zeros((env.num_envs, 3)), fingers], axis=1)
 
 
-def ee_delta_action(max_step: float = 0.03) -> ActionCfg:
-    """End-effector displacement per control step (m) plus gripper opening (m)."""
+def ee_delta_action(max_step: float = 0.02) -> ActionCfg:
+    """End-effector displacement per control step (m) plus gripper opening (m).
+
+    Tasks using it declare ``state={"ee_target": (3,)}``.
+    """
     return ActionCfg(
         names=("ee_dx", "ee_dy", "ee_dz", "gripper_opening"),
         units=("m", "m", "m", "m"),
@@ -69,3 +78,14 @@ def ee_delta_action(max_step: float = 0.03) -> ActionCfg:
         neutral=(0.0, 0.0, 0.0, MAX_OPENING),
         to_controls=ee_delta_to_controls,
     )
+
+
+def servo_step(
+    offset: FloatArray, ee_vel: FloatArray, max_step: float, gain: float = 0.5, lag: float = 0.05
+) -> FloatArray:
+    """Displacement action that brings the tool to ``offset`` from where it is, without overshoot.
+
+    The action moves the impedance target, which leads the tool by about ``lag`` (kd / kp, s)
+    times its velocity; subtracting that lead is what damps the scripted experts.
+    """
+    return np.clip(gain * offset - lag * ee_vel, -max_step, max_step)
