@@ -28,10 +28,8 @@ def _finite_box(k: int) -> gym.spaces.Box:
     return gym.spaces.Box(-np.inf, np.inf, shape=(k,), dtype=np.float32)
 
 
-class TaskEnv(VectorEnv):  # type: ignore[misc]
+class TaskEnv(VectorEnv):
     """``num_envs`` worlds of one task on one backend."""
-
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["rgb_array"]}
 
     def __init__(
         self,
@@ -47,15 +45,21 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
     ) -> None:
         self.cfg = make_task_cfg(task) if isinstance(task, str) else task
         if backend not in self.cfg.backends:
-            raise TaskError(f"task {self.cfg.name} does not run on backend {backend!r}; "
-                            f"it runs on {', '.join(self.cfg.backends)}")
+            raise TaskError(
+                f"task {self.cfg.name} does not run on backend {backend!r}; "
+                f"it runs on {', '.join(self.cfg.backends)}"
+            )
         self.num_envs = num_envs
         self.randomize = randomize
         self.autoreset = autoreset
         self.render_mode = "rgb_array"
         self.render_size = render_size
         self.sim = make_backend(backend, self.cfg.scene, num_envs, nthread=nthread)
-        self.metadata = {**self.metadata, "render_fps": round(1.0 / self.cfg.control_dt)}
+        self.metadata = {
+            "autoreset_mode": AutoresetMode.SAME_STEP,
+            "render_modes": ["rgb_array"],
+            "render_fps": round(1.0 / self.cfg.control_dt),
+        }
 
         act = self.cfg.action
         self._act_low = np.asarray(act.low, dtype=np.float64)
@@ -66,7 +70,7 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
 
-        n, a = num_envs, len(act.names)
+        n = num_envs
         self.state = {k: np.zeros((n, *shape)) for k, shape in self.cfg.state.items()}
         self.step_count = np.zeros(n, dtype=np.int64)
         self.action = np.tile(self._neutral, (n, 1))
@@ -77,8 +81,10 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
         self._action_history = np.tile(self._neutral, (max_latency + 1, n, 1))
         self._latency = np.zeros(n, dtype=np.int64)
         self._stateful_terms = [
-            t.fn for group in (self.cfg.observations, self.cfg.rewards, self.cfg.terminations)
-            for t in group.values() if hasattr(t.fn, "reset")
+            t.fn
+            for group in (self.cfg.observations, self.cfg.rewards, self.cfg.terminations)
+            for t in group.values()
+            if hasattr(t.fn, "reset")
         ] + ([self.cfg.success.fn] if hasattr(self.cfg.success.fn, "reset") else [])
         self._seed(seed)
 
@@ -86,7 +92,9 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
         all_ids = np.arange(n)
         self.sim.reset_worlds(all_ids)
         self.sim.forward(all_ids)
-        sizes = {k: self._term(t.fn, t.params).reshape(n, -1).shape[1] for k, t in self.cfg.observations.items()}
+        sizes = {
+            k: self._term(t.fn, t.params).reshape(n, -1).shape[1] for k, t in self.cfg.observations.items()
+        }
         self.single_observation_space = gym.spaces.Dict({k: _finite_box(s) for k, s in sizes.items()})
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
 
@@ -156,8 +164,10 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
         act = np.asarray(action, dtype=np.float64)
         shape = (self.num_envs, len(self._neutral))
         if act.size != shape[0] * shape[1]:
-            raise TaskError(f"task {self.cfg.name}: action has shape {act.shape}, expected {shape} "
-                            f"({', '.join(self.cfg.action.names)})")
+            raise TaskError(
+                f"task {self.cfg.name}: action has shape {act.shape}, expected {shape} "
+                f"({', '.join(self.cfg.action.names)})"
+            )
         act = act.reshape(shape)
         # A non-finite action never reaches the physics: that world holds the neutral action.
         rejected = ~np.isfinite(act).all(axis=1)
@@ -165,7 +175,7 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
             act = act.copy()
             act[rejected] = self._neutral
             log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
-        return np.clip(act, self._act_low, self._act_high), rejected
+        return np.clip(act, self._act_low, self._act_high), np.asarray(rejected)
 
     def step(
         self, actions: Any
@@ -188,9 +198,9 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
         success = self._term(self.cfg.success.fn, self.cfg.success.params).astype(bool)
         terminated = success & self.cfg.end_on_success
         truncated = (self.step_count >= self.cfg.episode_length) | unstable
-        for term in self.cfg.terminations.values():
-            hit = self._term(term.fn, term.params).astype(bool)
-            if term.time_out:
+        for done_term in self.cfg.terminations.values():
+            hit = self._term(done_term.fn, done_term.params).astype(bool)
+            if done_term.time_out:
                 truncated |= hit
             else:
                 terminated |= hit
@@ -217,7 +227,7 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
             obs = {k: np.where(done[:, None], fresh[k], v) for k, v in obs.items()}
         return obs, reward, terminated, truncated, info
 
-    def render(self) -> npt.NDArray[np.uint8]:
+    def render(self) -> npt.NDArray[np.uint8]:  # type: ignore[override]
         """World 0 seen by the task's camera, with its markers."""
         markers = self.cfg.markers(self, 0) if self.cfg.markers is not None else []
         width, height = self.render_size
@@ -227,10 +237,8 @@ class TaskEnv(VectorEnv):  # type: ignore[misc]
         self.sim.close()
 
 
-class TaskGymEnv(gym.Env):  # type: ignore[misc]
+class TaskGymEnv(gym.Env):
     """One world of a task as a ``gymnasium.Env`` (the caller resets at episode ends)."""
-
-    metadata = {"render_modes": ["rgb_array"]}
 
     def __init__(
         self,
@@ -245,7 +253,7 @@ class TaskGymEnv(gym.Env):  # type: ignore[misc]
         self.observation_space = self.vec.single_observation_space
         self.action_space = self.vec.single_action_space
         self.render_mode = render_mode
-        self.metadata = {**self.metadata, "render_fps": self.vec.metadata["render_fps"]}
+        self.metadata = {"render_modes": ["rgb_array"], "render_fps": self.vec.metadata["render_fps"]}
         self.spec_task = self.vec.cfg
 
     def reset(

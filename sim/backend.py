@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -129,7 +129,8 @@ class Backend(Protocol):
         ...
 
 
-BACKENDS = ("mujoco", "mujoco_batch", "pybullet")
+BackendName = Literal["mujoco", "mujoco_batch", "pybullet"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
 """Backend names accepted everywhere a backend is chosen."""
 
 

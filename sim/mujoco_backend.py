@@ -4,7 +4,7 @@ Both read and write the same (num_worlds, ...) arrays, so everything above this 
 the single-world backend exposes ``MjData`` fields with a leading axis of one, the batched backend
 the live views ``mujoco.batch`` binds over all worlds. After every control step the position and
 velocity stages are computed at the new state, so frames and sensors describe the state the next
-action acts on.
+action acts on (and the acceleration stage too, for models whose sensors need it).
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ class _MujocoBase:
         self._nominal = {f: getattr(self.model, f).copy() for f in _RANDOMIZED}
         self._renderer: mujoco.Renderer | None = None
         self._unstable = np.zeros(num_worlds, dtype=bool)
+        # Stages computed at the new state after a control step: positions and velocities, and also
+        # accelerations when a sensor needs them (MjcfAsset.body_wrenches), under the controls just applied.
+        needs_acc = (self.model.sensor_needstage == mujoco.mjtStage.mjSTAGE_ACC).any()
+        self._stage = mujoco.mjtStage.mjSTAGE_ACC if needs_acc else mujoco.mjtStage.mjSTAGE_VEL
 
     # Arrays (num_worlds, ...) over MjData and per-world MjModel fields.
     def _data(self, field: str) -> npt.NDArray[Any]:
@@ -74,9 +78,9 @@ class _MujocoBase:
         except KeyError:
             raise SimError(f"unknown frame {name!r}; frames: {sorted(self.index.frames)}") from None
 
-    def _joint_addr(self, joints: Sequence[str], table: dict[str, int]) -> list[int]:
+    def _joint_addr(self, joints: Sequence[str], table: dict[str, int]) -> IntArray:
         try:
-            return [table[j] for j in joints]
+            return np.array([table[j] for j in joints], dtype=np.int64)
         except KeyError as exc:
             raise SimError(f"unknown joint {exc.args[0]!r}; joints: {sorted(table)}") from None
 
@@ -161,12 +165,14 @@ class _MujocoBase:
     def unstable_worlds(self) -> BoolArray:
         return self._unstable
 
-    def _check_stability(self, time_before: FloatArray, substeps: int) -> None:
-        # MuJoCo resets a diverged world to qpos0 by itself (time restarts); catch that and NaNs.
-        time_now = self._data("time")
+    def _finite(self) -> BoolArray:
+        return np.isfinite(self._data("qpos")).all(axis=1) & np.isfinite(self._data("qvel")).all(axis=1)
+
+    def _check_stability(self, time_before: FloatArray, finite_before: BoolArray, substeps: int) -> None:
+        # MuJoCo resets a diverged world to qpos0 by itself and restarts its clock: catch that, a
+        # state that was already non-finite when the step began, and any non-finite state left.
         expected = time_before + (substeps - 0.5) * self.model.opt.timestep
-        finite = np.isfinite(self._data("qpos")).all(axis=1) & np.isfinite(self._data("qvel")).all(axis=1)
-        self._unstable = (time_now < expected) | ~finite
+        self._unstable = (self._data("time") < expected) | ~finite_before | ~self._finite()
 
     def render(
         self, world: int, width: int, height: int, camera: CameraCfg, markers: Sequence[Marker] = ()
@@ -233,15 +239,21 @@ class MujocoBackend(_MujocoBase):
         mujoco.mj_forward(self.model, self.data)
 
     def step(self, ctrl: FloatArray, substeps: int) -> None:
-        time_before = np.array([self.data.time])
+        time_before, finite_before = np.array([self.data.time]), self._finite()
         self.data.ctrl[:] = ctrl[0]
-        # mj_step1 ran at the end of the last call (or mj_forward at reset): finish that step with
-        # the new control, take the rest, then compute positions and velocities at the new state.
-        mujoco.mj_step2(self.model, self.data)
-        for _ in range(substeps - 1):
-            mujoco.mj_step(self.model, self.data)
-        mujoco.mj_step1(self.model, self.data)
-        self._check_stability(time_before, substeps)
+        if self.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4:
+            # mj_step2 integrates with Euler under RK4 (MuJoCo's docs): take whole steps.
+            mujoco.mj_step(self.model, self.data, nstep=substeps)
+        else:
+            # The stages up to velocity ran at the end of the last call (or mj_forward at reset):
+            # finish that step with the new control, then take the rest.
+            mujoco.mj_step2(self.model, self.data)
+            mujoco.mj_step(self.model, self.data, nstep=substeps - 1)
+        if self._stage == mujoco.mjtStage.mjSTAGE_ACC:
+            mujoco.mj_forward(self.model, self.data)
+        else:
+            mujoco.mj_step1(self.model, self.data)
+        self._check_stability(time_before, finite_before, substeps)
 
     def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
         return self.model, self.data
@@ -279,10 +291,10 @@ class MujocoBatchBackend(_MujocoBase):
         self.batch.forward(ids)
 
     def step(self, ctrl: FloatArray, substeps: int) -> None:
-        time_before = self._data("time").copy()
+        time_before, finite_before = self._data("time").copy(), self._finite()
         self._data("ctrl")[:] = ctrl
-        self.batch.step(nstep=substeps, stage=mujoco.mjtStage.mjSTAGE_VEL)
-        self._check_stability(time_before, substeps)
+        self.batch.step(nstep=substeps, stage=self._stage)
+        self._check_stability(time_before, finite_before, substeps)
         self._unstable |= np.asarray(self.batch.status) != 0
 
     def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:

@@ -13,6 +13,7 @@ become MuJoCo actuators so that they run at the physics rate inside the engine (
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +57,7 @@ class ModelIndex:
     home_qpos: np.ndarray
 
 
-def _load_robot_spec(asset: UrdfAsset | MjcfAsset) -> mujoco.MjSpec:
+def _load_robot_spec(asset: UrdfAsset | MjcfAsset, visual_meshes: bool = False) -> mujoco.MjSpec:
     path = Path(asset.path)
     if not path.is_file():
         raise SimError(f"robot model file not found: {path}")
@@ -65,6 +66,10 @@ def _load_robot_spec(asset: UrdfAsset | MjcfAsset) -> mujoco.MjSpec:
             return mujoco.MjSpec.from_file(str(path))
         # MuJoCo has no ROS package resolver; pybullet_data's URDFs use package:// for their own folder.
         text = path.read_text().replace("package://", "")
+        if visual_meshes:
+            # MuJoCo's URDF importer reads its compiler options from a <mujoco> element in the file.
+            keep = r'\1<mujoco><compiler discardvisual="false"/></mujoco>'
+            text = re.sub(r"(<robot\b[^>]*>)", keep, text, count=1)
         spec = mujoco.MjSpec.from_string(text)
     except (ValueError, OSError) as exc:  # MuJoCo reports parse errors as ValueError
         raise SimError(f"cannot read robot model {path}: {exc}".replace("\n", " ")) from exc
@@ -134,7 +139,7 @@ def _add_actuators(spec: mujoco.MjSpec, scene: SceneCfg) -> None:
 def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
     """Compile the scene; return the model and the addresses of frames and joints."""
     robot = scene.robot
-    spec = _load_robot_spec(robot.asset)
+    spec = _load_robot_spec(robot.asset, robot.visual_meshes)
     spec.option.timestep = scene.physics_dt
     world = spec.worldbody
     root = world.first_body()
@@ -204,6 +209,12 @@ def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
             friction=[scene.ground_friction, 0.005, 0.0001],
         )
         world.add_light(pos=[0, 0, 4], dir=[0, 0, -1], castshadow=False)
+    if isinstance(robot.asset, MjcfAsset) and robot.asset.body_wrenches:
+        # An acceleration-stage sensor makes mj_forward run mj_rnePostConstraint, which fills cfrc_ext;
+        # a user sensor computes nothing else (with no mjcb_sensor installed it reads zero).
+        spec.add_sensor(
+            name="body_wrenches", type=mujoco.mjtSensor.mjSENS_USER, needstage=mujoco.mjtStage.mjSTAGE_ACC, dim=1
+        )
     _add_actuators(spec, scene)
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 960
@@ -213,14 +224,17 @@ def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
     except ValueError as exc:
         raise SimError(f"cannot compile the scene of robot {robot.name}: {exc}".replace("\n", " ")) from exc
 
-    frames = {}
+    frames: dict[str, dict[str, int]] = {}
     for i in range(model.nsensor):
         site, _, kind = model.sensor(i).name.partition(":")
         frames.setdefault(site, {})[kind] = int(model.sensor_adr[i])
-    frame_index = {
-        s: FrameIndex(k["framepos"], k["framequat"], k["framelinvel"], k["frameangvel"]) for s, k in frames.items()
-    }
-    joint_qpos, joint_dof, free_qpos, free_dof = {}, {}, {}, {}
+    kinds = ("framepos", "framequat", "framelinvel", "frameangvel")
+    # Other sensors (an MJCF file's own, body_wrenches) are not frames.
+    frame_index = {s: FrameIndex(*(k[kind] for kind in kinds)) for s, k in frames.items() if set(kinds) <= k.keys()}
+    joint_qpos: dict[str, int] = {}
+    joint_dof: dict[str, int] = {}
+    free_qpos: dict[str, int] = {}
+    free_dof: dict[str, int] = {}
     for j in range(model.njnt):
         name = model.joint(j).name
         if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:

@@ -24,6 +24,10 @@ class MjcfAsset:
 
     path: Path
     """The MJCF XML file."""
+    body_wrenches: bool = False
+    """Keep each body's external wrench (MuJoCo's ``cfrc_ext``, read with ``mj_field``) current at every
+    observed state. MuJoCo computes it only for acceleration-stage sensors, so one is added, and the
+    backends then also run the acceleration stage at the new state after each control step."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,9 @@ class RobotCfg:
     """Cancel gravity on the robot's links (a torque-controlled arm's firmware does this)."""
     collision_friction: tuple[float, float, float] | None = None
     """Sliding, torsional and rolling friction for the robot's collision shapes; None keeps the file's."""
+    visual_meshes: bool = False
+    """Also build the URDF's visual shapes (drawn only: no contacts, no mass). MuJoCo drops them by
+    default; turn on for a robot whose look lives in visual meshes MuJoCo reads (STL, OBJ)."""
 
 
 @dataclass(frozen=True)

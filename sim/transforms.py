@@ -51,3 +51,33 @@ def yaw_of(quat: FloatArray) -> FloatArray:
     """(n,) heading angle about the world z axis."""
     w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
     return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def quat_mul(a: FloatArray, b: FloatArray) -> FloatArray:
+    """(n, 4) Hamilton products ``a * b`` (apply ``b``, then ``a``)."""
+    aw, ax, ay, az = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    bw, bx, by, bz = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        -1,
+    )
+
+
+def quat_conjugate(quat: FloatArray) -> FloatArray:
+    """(n, 4) inverse rotations of unit quaternions."""
+    return quat * np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def quat_to_rotvec(quat: FloatArray) -> FloatArray:
+    """(n, 4) unit quaternions to (n, 3) rotation vectors (axis times angle, angle in [0, pi])."""
+    q = np.where(quat[:, :1] < 0, -quat, quat)
+    sin_half = np.linalg.norm(q[:, 1:], axis=1)
+    angle = 2.0 * np.arctan2(sin_half, q[:, 0])
+    # angle / sin(angle / 2) tends to 2 / w as the angle vanishes.
+    scale = np.where(sin_half > 1e-12, angle / np.maximum(sin_half, 1e-12), 2.0 / q[:, 0])
+    return q[:, 1:] * scale[:, None]

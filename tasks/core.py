@@ -50,7 +50,7 @@ class TaskEnvView(Protocol):
 class ObsTerm:
     """One named observation, (num_envs, k) in physical units."""
 
-    fn: Callable[..., FloatArray]
+    fn: Callable[..., npt.NDArray[Any]]
     """``fn(env, **params) -> (num_envs, k)``."""
     units: str
     """Physical units of every component, e.g. ``m``, ``m/s``, ``rad``, ``1``."""
@@ -64,7 +64,7 @@ class ObsTerm:
 class RewardTerm:
     """One weighted reward component."""
 
-    fn: Callable[..., FloatArray]
+    fn: Callable[..., npt.NDArray[Any]]
     """``fn(env, **params) -> (num_envs,)``."""
     weight: float
     """Multiplier of the term in the reward sum."""
@@ -76,7 +76,7 @@ class RewardTerm:
 class DoneTerm:
     """A condition that ends an episode."""
 
-    fn: Callable[..., npt.NDArray[np.bool_]]
+    fn: Callable[..., npt.NDArray[Any]]
     """``fn(env, **params) -> (num_envs,)`` booleans."""
     params: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of ``fn``."""
@@ -191,13 +191,17 @@ class TaskCfg:
         n = len(self.action.names)
         for label in ("units", "low", "high", "neutral"):
             if len(getattr(self.action, label)) != n:
-                raise TaskError(f"task {self.name}: action.{label} has {len(getattr(self.action, label))} "
-                                f"entries, action.names has {n}")
+                raise TaskError(
+                    f"task {self.name}: action.{label} has {len(getattr(self.action, label))} "
+                    f"entries, action.names has {n}"
+                )
         if any(lo >= hi for lo, hi in zip(self.action.low, self.action.high, strict=True)):
             raise TaskError(f"task {self.name}: every action low must be below its high")
         if self.control_dt <= 0 or abs(self.substeps * self.scene.physics_dt - self.control_dt) > 1e-9:
-            raise TaskError(f"task {self.name}: control_dt {self.control_dt} is not a positive multiple of "
-                            f"physics_dt {self.scene.physics_dt}")
+            raise TaskError(
+                f"task {self.name}: control_dt {self.control_dt} is not a positive multiple of "
+                f"physics_dt {self.scene.physics_dt}"
+            )
         if self.episode_length < 1:
             raise TaskError(f"task {self.name}: episode_length must be at least 1")
         if not self.observations:
@@ -215,15 +219,16 @@ class TaskCfg:
 
 def _check_params(task: str, label: str, fn: Callable[..., Any], params: Mapping[str, Any]) -> None:
     """Refuse term parameters the function does not take (a typo would otherwise be silent)."""
-    target = fn.__call__ if not inspect.isfunction(fn) and callable(fn) else fn
-    sig = inspect.signature(target)
+    sig = inspect.signature(fn if inspect.isfunction(fn) else type(fn).__call__)
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return
     unknown = set(params) - set(sig.parameters)
     if unknown:
-        raise TaskError(f"task {task}: term {label} gets parameters {sorted(unknown)} that "
-                        f"{getattr(fn, '__name__', type(fn).__name__)} does not take; "
-                        f"it takes {[p for p in sig.parameters if p not in ('self', 'env', 'ids')]}")
+        raise TaskError(
+            f"task {task}: term {label} gets parameters {sorted(unknown)} that "
+            f"{getattr(fn, '__name__', type(fn).__name__)} does not take; "
+            f"it takes {[p for p in sig.parameters if p not in ('self', 'env', 'ids')]}"
+        )
     try:
         sig.bind_partial(**params)
     except TypeError as exc:

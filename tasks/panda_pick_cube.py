@@ -16,8 +16,8 @@ from robolearn.tasks.core import (
     DoneTerm,
     EventTerm,
     Expert,
-    ObsTerm,
     Observation,
+    ObsTerm,
     RewardTerm,
     TaskCfg,
     TaskEnvView,
@@ -102,7 +102,9 @@ def make_cfg() -> TaskCfg:
         description="Franka Panda: pick up a randomly placed 4 cm cube and lift it 10 cm.",
         scene=SceneCfg(
             robot=panda_robot(),
-            objects=(BoxObjectCfg("cube", (HALF, HALF, HALF), mass=0.05, pos=(0.5, 0.0, HALF), friction=1.5),),
+            objects=(
+                BoxObjectCfg("cube", (HALF, HALF, HALF), mass=0.05, pos=(0.5, 0.0, HALF), friction=1.5),
+            ),
             camera=CameraCfg((0.45, 0.0, 0.15), 1.3, 150.0, -25.0),
         ),
         control_dt=0.02,
@@ -113,7 +115,9 @@ def make_cfg() -> TaskCfg:
             "ee_vel": ObsTerm(terms.frame_linvel, "m/s", {"frame": "ee"}, noise_std=0.005),
             "gripper_opening": ObsTerm(terms.joint_pos_sum, "m", {"joints": FINGER_JOINTS}, noise_std=0.0005),
             "cube_pos": ObsTerm(terms.frame_pos, "m", {"frame": "cube"}, noise_std=0.002),
-            "cube_from_ee": ObsTerm(terms.frame_minus_frame, "m", {"target": "cube", "frame": "ee"}, noise_std=0.002),
+            "cube_from_ee": ObsTerm(
+                terms.frame_minus_frame, "m", {"target": "cube", "frame": "ee"}, noise_std=0.002
+            ),
         },
         rewards={
             "close": RewardTerm(ee_cube_closeness, 0.3),
@@ -124,7 +128,8 @@ def make_cfg() -> TaskCfg:
         reset_events={
             "arm": EventTerm(terms.perturb_joints, {"joints": ARM_JOINTS, "noise": 0.05}),
             "cube": EventTerm(
-                terms.place_uniform, {"entity": "cube", "low": CUBE_LOW, "high": CUBE_HIGH, "yaw_range": (-0.4, 0.4)}
+                terms.place_uniform,
+                {"entity": "cube", "low": CUBE_LOW, "high": CUBE_HIGH, "yaw_range": (-0.4, 0.4)},
             ),
         },
         state={"ee_target": (3,)},

@@ -12,8 +12,8 @@ from robolearn.tasks.core import (
     DoneTerm,
     EventTerm,
     Expert,
-    ObsTerm,
     Observation,
+    ObsTerm,
     RewardTerm,
     TaskCfg,
     TaskEnvView,
@@ -32,7 +32,9 @@ class ReachExpert:
         self.max_step = cfg.action.high[0]
 
     def __call__(self, obs: Observation) -> FloatArray:
-        delta = servo_step(obs["goal_from_ee"].astype(np.float64), obs["ee_vel"].astype(np.float64), self.max_step)
+        delta = servo_step(
+            obs["goal_from_ee"].astype(np.float64), obs["ee_vel"].astype(np.float64), self.max_step
+        )
         return np.concatenate([delta, np.full((len(delta), 1), MAX_OPENING)], axis=1)
 
 
@@ -56,7 +58,9 @@ def make_cfg() -> TaskCfg:
         observations={
             "ee_pos": ObsTerm(terms.frame_pos, "m", {"frame": "ee"}, noise_std=0.001),
             "ee_vel": ObsTerm(terms.frame_linvel, "m/s", {"frame": "ee"}, noise_std=0.005),
-            "goal_from_ee": ObsTerm(terms.state_minus_frame, "m", {"key": "goal", "frame": "ee"}, noise_std=0.001),
+            "goal_from_ee": ObsTerm(
+                terms.state_minus_frame, "m", {"key": "goal", "frame": "ee"}, noise_std=0.001
+            ),
         },
         rewards={
             "distance": RewardTerm(terms.distance_to_state, -1.0, {"key": "goal", "frame": "ee"}),
@@ -64,10 +68,14 @@ def make_cfg() -> TaskCfg:
                 terms.within_distance_of_state, 1.0, {"key": "goal", "frame": "ee", "tolerance": TOLERANCE}
             ),
         },
-        success=DoneTerm(terms.within_distance_of_state, {"key": "goal", "frame": "ee", "tolerance": TOLERANCE}),
+        success=DoneTerm(
+            terms.within_distance_of_state, {"key": "goal", "frame": "ee", "tolerance": TOLERANCE}
+        ),
         reset_events={
             "arm": EventTerm(terms.perturb_joints, {"joints": ARM_JOINTS, "noise": 0.05}),
-            "goal": EventTerm(terms.sample_state_uniform, {"key": "goal", "low": GOAL_LOW, "high": GOAL_HIGH}),
+            "goal": EventTerm(
+                terms.sample_state_uniform, {"key": "goal", "low": GOAL_LOW, "high": GOAL_HIGH}
+            ),
         },
         state={"goal": (3,), "ee_target": (3,)},
         randomization=DomainRandCfg(

@@ -101,7 +101,7 @@ def frame_outside_box(
 ) -> BoolArray:
     """True where a frame left an axis-aligned box (m)."""
     pos = env.sim.frame_pos(frame)
-    return ((pos < np.asarray(low)) | (pos > np.asarray(high))).any(axis=1)
+    return np.asarray(((pos < np.asarray(low)) | (pos > np.asarray(high))).any(axis=1))
 
 
 # -- reset events ------------------------------------------------------------------------------

@@ -1,0 +1,213 @@
+"""The ``robolearn`` command: one entry point, one subcommand per job.
+
+Options come from typed dataclasses; each field's docstring is its ``--help`` text. Every error a
+user can cause ends in one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from robolearn.bench.sim import SimBenchCfg
+from robolearn.sim.backend import BackendName, SimError
+from robolearn.tasks import DEFAULT_TASK, make_task_cfg, task_names
+from robolearn.tasks.core import TaskError
+
+log = logging.getLogger("robolearn")
+
+
+@dataclass(frozen=True)
+class TasksCmd:
+    """List the tasks: embodiment, observation and action spaces with units, control rate, backends."""
+
+    json: bool = False
+    """Print one JSON object instead of a table."""
+
+
+@dataclass(frozen=True)
+class EvalCmd:
+    """Roll out a policy on a task and report success rate, return and speed.
+
+    The last line printed is one JSON object with at least ``success_rate``.
+    """
+
+    task: tyro.conf.Positional[str] = DEFAULT_TASK
+    """Task name (see ``robolearn tasks``)."""
+    policy: Literal["scripted", "random"] = "scripted"
+    """Which policy acts: the task's scripted expert, or uniform random actions."""
+    backend: BackendName = "mujoco"
+    """Simulator: MuJoCo one world, MuJoCo batched, or PyBullet."""
+    episodes: int = 50
+    """Number of episodes."""
+    num_envs: int = 1
+    """Parallel worlds (more than one needs ``--backend mujoco_batch`` or pybullet)."""
+    seed: int = 0
+    """Seed of the reset distribution."""
+    randomize: bool = False
+    """Apply the task's domain randomization."""
+    video: Path | None = None
+    """Write the first episodes of world 0 to this mp4 file."""
+    video_episodes: int = 1
+    """How many episodes the video shows."""
+
+
+@dataclass(frozen=True)
+class BenchCmd:
+    """Benchmarks, measured side by side in one run; the last line is one JSON object."""
+
+    what: tyro.conf.OmitSubcommandPrefixes[Annotated[SimBenchCfg, tyro.conf.subcommand("sim")]]
+
+
+Command = (
+    Annotated[TasksCmd, tyro.conf.subcommand("tasks")]
+    | Annotated[EvalCmd, tyro.conf.subcommand("eval")]
+    | Annotated[BenchCmd, tyro.conf.subcommand("bench")]
+)
+
+
+class UsageError(Exception):
+    """A request that cannot run; the message is shown as is."""
+
+
+def _one_line(text: str) -> str:
+    """Condense tyro's boxed error report to its message."""
+    lines = []
+    for raw in text.splitlines():
+        line = re.sub(r"[│╭╮╰╯─┃━┏┓┗┛]+", " ", raw).strip()
+        if line and not line.startswith("For full helptext") and not re.fullmatch(r"[\w ]+", line):
+            lines.append(line)
+    return " ".join(lines) or text.strip()
+
+
+def _parse(argv: Sequence[str] | None) -> Any:
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return tyro.cli(Command, prog="robolearn", args=argv, config=(tyro.conf.OmitSubcommandPrefixes,))
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            print(f"robolearn: error: {_one_line(captured.getvalue())}", file=sys.stderr)
+            raise SystemExit(2) from None
+        sys.stderr.write(captured.getvalue())
+        raise
+
+
+def _tasks(cmd: TasksCmd) -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    from robolearn.env import TaskEnv
+
+    listing: list[dict[str, Any]] = []
+    for name in task_names():
+        cfg = make_task_cfg(name)
+        env = TaskEnv(cfg, "mujoco", 1)
+        obs_space = env.single_observation_space
+        assert isinstance(obs_space, gym.spaces.Dict)
+        listing.append(
+            {
+                "task": name,
+                "embodiment": cfg.embodiment,
+                "description": cfg.description,
+                "observation": {
+                    k: {"dim": int(np.prod(obs_space[k].shape or (1,))), "units": t.units}
+                    for k, t in cfg.observations.items()
+                },
+                "action": [
+                    {"name": n, "units": u, "low": lo, "high": hi}
+                    for n, u, lo, hi in zip(
+                        cfg.action.names, cfg.action.units, cfg.action.low, cfg.action.high, strict=True
+                    )
+                ],
+                "control_hz": round(1.0 / cfg.control_dt, 3),
+                "physics_substeps": cfg.substeps,
+                "episode_steps": cfg.episode_length,
+                "backends": list(cfg.backends),
+            }
+        )
+        env.close()
+    if cmd.json:
+        print(json.dumps(listing))
+        return
+    for t in listing:
+        print(
+            f"{t['task']}  [{t['embodiment']}]  {t['control_hz']:g} Hz, {t['episode_steps']} steps, "
+            f"backends: {', '.join(t['backends'])}"
+        )
+        print(f"    {t['description']}")
+        obs = ", ".join(f"{k}[{v['dim']}] {v['units']}" for k, v in t["observation"].items())
+        print(f"    observation: {obs}")
+        act = ", ".join(f"{a['name']} [{a['low']:g}, {a['high']:g}] {a['units']}" for a in t["action"])
+        print(f"    action:      {act}")
+
+
+def _eval(cmd: EvalCmd) -> None:
+    from tqdm import tqdm
+
+    from robolearn.env import TaskEnv
+    from robolearn.evaluation import evaluate, make_policy
+    from robolearn.video import write_mp4
+
+    if cmd.episodes < 1:
+        raise UsageError(f"--episodes must be at least 1, got {cmd.episodes}")
+    cfg = make_task_cfg(cmd.task)
+    env = TaskEnv(cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
+    policy = make_policy(cmd.policy, cfg, cmd.num_envs, cmd.seed)
+    with tqdm(total=cmd.episodes, desc=f"{cmd.task} on {cmd.backend}", unit="ep", file=sys.stderr) as bar:
+        result = evaluate(
+            env,
+            policy,
+            cmd.episodes,
+            seed=cmd.seed,
+            record_episodes=cmd.video_episodes if cmd.video else 0,
+            on_episode=lambda k: bar.update(k - bar.n),
+        )
+    summary = result.summary() | {"policy": cmd.policy}
+    if cmd.video is not None:
+        summary["video"] = str(write_mp4(cmd.video, result.frames, env.metadata["render_fps"]))
+    env.close()
+    lo, hi = summary["success_rate_ci95"]
+    print(
+        f"{cmd.task} / {cmd.policy} policy / {cmd.backend}: success {summary['success_rate']:.1%} "
+        f"[{lo:.1%}, {hi:.1%}] over {summary['episodes']} episodes, return {summary['return_mean']:.2f}, "
+        f"{summary['steps_per_second']:.0f} env steps/s"
+    )
+    if cmd.video is not None:
+        print(f"video: {summary['video']}")
+    print(json.dumps(summary))
+
+
+def _bench(cmd: BenchCmd) -> None:
+    from robolearn.bench.report import format_table
+    from robolearn.bench.sim import run_sim_bench
+
+    rows, summary = run_sim_bench(cmd.what, progress=lambda msg: print(msg, file=sys.stderr))
+    print(format_table(rows))
+    print(json.dumps(summary))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``robolearn`` console command."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    cmd = _parse(argv)
+    try:
+        if isinstance(cmd, TasksCmd):
+            _tasks(cmd)
+        elif isinstance(cmd, EvalCmd):
+            _eval(cmd)
+        elif isinstance(cmd, BenchCmd):
+            _bench(cmd)
+    except (TaskError, SimError, UsageError) as exc:
+        print(f"robolearn: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
