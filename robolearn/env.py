@@ -122,9 +122,9 @@ class TaskEnv(VectorEnv):
 
     # -- resets ------------------------------------------------------------------------------
     def _reset_worlds(self, ids: IntArray) -> None:
-        self.sim.reset_worlds(ids)
-        if self.randomize:
+        if self.randomize:  # first: recomputing derived model constants may overwrite the state
             self._randomize(ids)
+        self.sim.reset_worlds(ids)
         self.step_count[ids] = 0
         self.action[ids] = self._neutral
         self.prev_action[ids] = self._neutral

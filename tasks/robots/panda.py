@@ -20,6 +20,8 @@ ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("panda_finger_joint1", "panda_finger_joint2")
 # Franka's "ready" pose: tool pointing down, 0.31 m in front of the base, 0.49 m up.
 HOME = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)
+# Tool pointing down 0.28 m above the table, 0.46 m in front: where pick tasks start, as in SERL.
+HOME_LOW = (0.0, -0.19, 0.0, -2.42, 0.0, 2.23, 0.785)
 TOOL_DOWN = (0.0, 1.0, 0.0, 0.0)
 MAX_OPENING = 0.08
 """Distance between the fingers fully open (m)."""
@@ -29,18 +31,19 @@ WORKSPACE_LOW = (0.2, -0.4, 0.005)
 WORKSPACE_HIGH = (0.75, 0.4, 0.6)
 
 
-def panda_robot() -> RobotCfg:
-    """The arm on the world origin, hand open, in the ready pose."""
+def panda_robot(home: tuple[float, ...] = HOME) -> RobotCfg:
+    """The arm on the world origin, hand open, in a given pose (the ready pose by default)."""
     return RobotCfg(
         name="panda",
         asset=UrdfAsset(Path(pybullet_data.getDataPath()) / "franka_panda" / "panda.urdf"),
         fixed_base=True,
-        init_joint_pos=dict(zip(ARM_JOINTS, HOME, strict=True)) | dict.fromkeys(FINGER_JOINTS, 0.04),
+        init_joint_pos=dict(zip(ARM_JOINTS, home, strict=True)) | dict.fromkeys(FINGER_JOINTS, 0.04),
         joint_damping=dict.fromkeys(ARM_JOINTS, 1.0) | dict.fromkeys(FINGER_JOINTS, 5.0),
         frames=(FrameCfg("ee", "panda_grasptarget"),),
         actuators=(
-            # About the Franka Cartesian impedance controller's upper stiffness, near-critically damped.
-            CartesianImpedanceCfg(frame="ee", target_quat=TOOL_DOWN, kp_pos=2000.0, kd_pos=100.0),
+            # Within the Franka Cartesian impedance controller's stiffness range, critically damped for
+            # the ~4 kg the tool reflects: an underdamped arm turns one step of latency into a limit cycle.
+            CartesianImpedanceCfg(frame="ee", target_quat=TOOL_DOWN, kp_pos=2000.0, kd_pos=180.0),
             # Franka Hand: 70 N continuous grip force, shared by two fingers.
             JointPositionCfg(joints=FINGER_JOINTS, kp=400.0, kd=20.0, max_effort=35.0),
         ),
@@ -81,7 +84,7 @@ def ee_delta_action(max_step: float = 0.02) -> ActionCfg:
 
 
 def servo_step(
-    offset: FloatArray, ee_vel: FloatArray, max_step: float, gain: float = 0.5, lag: float = 0.05
+    offset: FloatArray, ee_vel: FloatArray, max_step: float, gain: float = 0.5, lag: float = 0.09
 ) -> FloatArray:
     """Displacement action that brings the tool to ``offset`` from where it is, without overshoot.
 

@@ -1,0 +1,5 @@
+"""``python -m robolearn`` runs the ``robolearn`` command."""
+
+from robolearn.cli import main
+
+main()
