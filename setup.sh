@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-extras="plot"
-if [[ "${1:-}" == "--dev" ]]; then extras="dev"; fi
+target="."
+if [[ "${1:-}" == "--dev" ]]; then target=".[dev]"; fi
 
 # Offscreen rendering (videos) uses MuJoCo through EGL on Mesa's CPU renderer.
 debs=(libegl1 libegl-mesa0 libgl1-mesa-dri)
@@ -31,5 +31,5 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 # torch first, pinned: this CPU build comes from local disk; an unpinned torch would pull CUDA wheels.
 .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
-.venv/bin/pip install -q --disable-pip-version-check -e ".[${extras}]"
-echo "setup: .venv ready (extras: ${extras})"
+.venv/bin/pip install -q --disable-pip-version-check -e "${target}"
+echo "setup: .venv ready (${target})"

@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,11 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from robolearn.bench.sim import SimBenchCfg
+from robolearn.replay import CorruptFileError
 from robolearn.sim.backend import BackendName, SimError
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg, task_names
 from robolearn.tasks.core import TaskError
+from robolearn.train import TrainCfg
 
 log = logging.getLogger("robolearn")
 
@@ -37,15 +40,17 @@ class TasksCmd:
 
 @dataclass(frozen=True)
 class EvalCmd:
-    """Roll out a policy on a task and report success rate, return and speed.
+    """Roll out a policy and report success rate and return with 95% bootstrap intervals, and speed.
 
-    The last line printed is one JSON object with at least ``success_rate``.
+    Give a task name (with ``--policy``), or one or more run folders or checkpoints of trained
+    policies; several runs (seeds) are summarized by their interquartile mean. The last line
+    printed is one JSON object with at least ``success_rate``.
     """
 
-    task: tyro.conf.Positional[str] = DEFAULT_TASK
-    """Task name (see ``robolearn tasks``)."""
+    targets: tyro.conf.Positional[tuple[str, ...]] = (DEFAULT_TASK,)
+    """A task name (see ``robolearn tasks``), or run folders / checkpoints."""
     policy: Literal["scripted", "random"] = "scripted"
-    """Which policy acts: the task's scripted expert, or uniform random actions."""
+    """For a task name: the task's scripted expert, or uniform random actions."""
     backend: BackendName = "mujoco"
     """Simulator: MuJoCo one world, MuJoCo batched, or PyBullet."""
     episodes: int = 50
@@ -70,7 +75,8 @@ class BenchCmd:
 
 
 Command = (
-    Annotated[TasksCmd, tyro.conf.subcommand("tasks")]
+    Annotated[TrainCfg, tyro.conf.subcommand("train")]
+    | Annotated[TasksCmd, tyro.conf.subcommand("tasks")]
     | Annotated[EvalCmd, tyro.conf.subcommand("eval")]
     | Annotated[BenchCmd, tyro.conf.subcommand("bench")]
 )
@@ -153,18 +159,62 @@ def _tasks(cmd: TasksCmd) -> None:
 
 
 def _eval(cmd: EvalCmd) -> None:
-    from tqdm import tqdm
-
     from robolearn.env import TaskEnv
-    from robolearn.evaluation import evaluate, make_policy
-    from robolearn.video import write_mp4
+    from robolearn.evaluation import make_policy
+    from robolearn.gym_adapter import GymVectorTask, gym_env_id
+    from robolearn.stats import bootstrap_ci, interquartile_mean
+    from robolearn.train import load_policy
 
     if cmd.episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {cmd.episodes}")
-    cfg = make_task_cfg(cmd.task)
-    env = TaskEnv(cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
-    policy = make_policy(cmd.policy, cfg, cmd.num_envs, cmd.seed)
-    with tqdm(total=cmd.episodes, desc=f"{cmd.task} on {cmd.backend}", unit="ep", file=sys.stderr) as bar:
+    runs = [Path(t) for t in cmd.targets if Path(t).exists()]
+    if runs and len(runs) != len(cmd.targets):
+        missing = [t for t in cmd.targets if not Path(t).exists()]
+        raise UsageError(f"not found: {', '.join(missing)}; give one task name or existing run folders")
+    if not runs:
+        if len(cmd.targets) != 1:
+            raise UsageError(f"give one task name, or run folders; got {' '.join(cmd.targets)}")
+        cfg = make_task_cfg(cmd.targets[0])
+        env = TaskEnv(cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
+        summary = _rollout(cmd, env, make_policy(cmd.policy, cfg, cmd.num_envs, cmd.seed), cmd.policy)
+        print(json.dumps(summary))
+        return
+    summaries = []
+    for run in runs:
+        policy, meta = load_policy(run)
+        env_id = gym_env_id(meta["task"])
+        env: Any = (
+            GymVectorTask(env_id, cmd.num_envs, render=cmd.video is not None)
+            if env_id is not None
+            else TaskEnv(meta["task"], cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
+        )
+        summaries.append(_rollout(cmd, env, policy.act, str(run)))
+    if len(summaries) == 1:
+        print(json.dumps(summaries[0]))
+        return
+    rates = [s["success_rate"] for s in summaries]
+    returns = [s["return_mean"] for s in summaries]
+    overall = {
+        "runs": summaries,
+        "success_rate": float(sum(rates) / len(rates)),
+        "success_rate_iqm": interquartile_mean(rates),
+        "success_rate_ci95": list(bootstrap_ci(rates)),
+        "return_iqm": interquartile_mean(returns),
+        "return_ci95": list(bootstrap_ci(returns)),
+    }
+    print(f"{len(runs)} runs: success IQM {overall['success_rate_iqm']:.1%}, mean {overall['success_rate']:.1%}, "
+          f"return IQM {overall['return_iqm']:.2f}")
+    print(json.dumps(overall))
+
+
+def _rollout(cmd: EvalCmd, env: Any, policy: Any, label: str) -> dict[str, Any]:
+    """Evaluate one policy with a progress bar; print its line; return its summary."""
+    from tqdm import tqdm
+
+    from robolearn.evaluation import evaluate
+    from robolearn.video import write_mp4
+
+    with tqdm(total=cmd.episodes, desc=f"{env.name} on {env.backend_name}", unit="ep", file=sys.stderr) as bar:
         result = evaluate(
             env,
             policy,
@@ -173,19 +223,50 @@ def _eval(cmd: EvalCmd) -> None:
             record_episodes=cmd.video_episodes if cmd.video else 0,
             on_episode=lambda k: bar.update(k - bar.n),
         )
-    summary = result.summary() | {"policy": cmd.policy}
+    summary = result.summary() | {"policy": label}
     if cmd.video is not None:
         summary["video"] = str(write_mp4(cmd.video, result.frames, env.metadata["render_fps"]))
     env.close()
     lo, hi = summary["success_rate_ci95"]
-    print(
-        f"{cmd.task} / {cmd.policy} policy / {cmd.backend}: success {summary['success_rate']:.1%} "
-        f"[{lo:.1%}, {hi:.1%}] over {summary['episodes']} episodes, return {summary['return_mean']:.2f}, "
-        f"{summary['steps_per_second']:.0f} env steps/s"
-    )
+    print(f"{env.name} / {label} / {env.backend_name}: success {summary['success_rate']:.1%} "
+          f"[{lo:.1%}, {hi:.1%}] over {summary['episodes']} episodes, return {summary['return_mean']:.2f}, "
+          f"{summary['steps_per_second']:.0f} env steps/s")
     if cmd.video is not None:
         print(f"video: {summary['video']}")
-    print(json.dumps(summary))
+    return summary
+
+
+def _train(cmd: TrainCfg) -> None:
+    from tqdm import tqdm
+
+    from robolearn.train import RunState, train
+
+    bar = tqdm(total=cmd.steps, desc=f"train {cmd.task}", unit="step", file=sys.stderr, dynamic_ncols=True)
+    last = [0.0]
+
+    def progress(state: RunState, live: dict[str, float]) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5 and state.env_steps < bar.total:
+            return
+        last[0] = now
+        bar.update(state.env_steps - bar.n)
+        bar.set_postfix(
+            steps_s=f"{live['steps_per_s']:.0f}",
+            upd_s=f"{live['updates_per_s']:.0f}",
+            success=f"{live['success']:.2f}",
+            ret=f"{live['return']:.1f}",
+            refresh=False,
+        )
+
+    try:
+        summary = train(cmd, progress)
+    finally:
+        bar.close()
+    print(f"{summary['task']}: success {summary['success_rate']:.1%} after {summary['env_steps']} env steps "
+          f"in {summary['wall_minutes']:.1f} min")
+    print(f"run: {summary['run_dir']}  (policy: {summary['checkpoint']}, curve: {summary['learning_curve']}"
+          + (f", video: {summary['video']})" if "video" in summary else ")"))
+    print(json.dumps({k: v for k, v in summary.items() if k != "evals"}))
 
 
 def _bench(cmd: BenchCmd) -> None:
@@ -202,12 +283,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cmd = _parse(argv)
     try:
-        if isinstance(cmd, TasksCmd):
+        if isinstance(cmd, TrainCfg):
+            _train(cmd)
+        elif isinstance(cmd, TasksCmd):
             _tasks(cmd)
         elif isinstance(cmd, EvalCmd):
             _eval(cmd)
         elif isinstance(cmd, BenchCmd):
             _bench(cmd)
-    except (TaskError, SimError, UsageError) as exc:
+    except (TaskError, SimError, UsageError, CorruptFileError, ValueError) as exc:
         print(f"robolearn: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -55,6 +55,7 @@ class TaskEnv(VectorEnv):
         self.render_mode = "rgb_array"
         self.render_size = render_size
         self.sim = make_backend(backend, self.cfg.scene, num_envs, nthread=nthread)
+        self.name, self.backend_name = self.cfg.name, self.sim.name
         self.metadata = {
             "autoreset_mode": AutoresetMode.SAME_STEP,
             "render_modes": ["rgb_array"],
@@ -80,6 +81,7 @@ class TaskEnv(VectorEnv):
         max_latency = self.cfg.randomization.action_latency_steps[1] if randomize else 0
         self._action_history = np.tile(self._neutral, (max_latency + 1, n, 1))
         self._latency = np.zeros(n, dtype=np.int64)
+        self._world_ids = np.arange(n)
         self._stateful_terms = [
             t.fn
             for group in (self.cfg.observations, self.cfg.rewards, self.cfg.terminations)
@@ -181,10 +183,13 @@ class TaskEnv(VectorEnv):
         self, actions: Any
     ) -> tuple[Observation, FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.bool_], dict[str, Any]]:
         act, rejected = self._sanitize(actions)
-        # Action latency: world i acts on the action it was sent latency[i] steps ago.
-        self._action_history = np.roll(self._action_history, 1, axis=0)
-        self._action_history[0] = act
-        applied = self._action_history[self._latency, np.arange(self.num_envs)]
+        if len(self._action_history) == 1:
+            applied = act  # no latency possible: the history would only echo the action
+        else:
+            # Action latency: world i acts on the action it was sent latency[i] steps ago.
+            self._action_history[1:] = self._action_history[:-1]
+            self._action_history[0] = act
+            applied = self._action_history[self._latency, self._world_ids]
         self.prev_action = self.action
         self.action = applied
         ctrl = self.cfg.action.to_controls(self, applied, **self.cfg.action.params)

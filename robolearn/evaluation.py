@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.env import TaskEnv
+from robolearn.gym_adapter import GymVectorTask
 from robolearn.sim.backend import FloatArray
 from robolearn.stats import bootstrap_ci
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
@@ -67,7 +68,7 @@ class EvalResult:
 
 
 def evaluate(
-    env: TaskEnv,
+    env: TaskEnv | GymVectorTask,
     policy: Policy,
     episodes: int,
     *,
@@ -84,7 +85,7 @@ def evaluate(
     n = env.num_envs
     quota = np.full(n, episodes // n) + (np.arange(n) < episodes % n)
     done_count = np.zeros(n, dtype=np.int64)
-    result = EvalResult(env.cfg.name, env.sim.name)
+    result = EvalResult(env.name, env.backend_name)
     obs, _ = env.reset(seed=seed)
     if record_episodes > 0:
         result.frames.append(env.render())

@@ -172,7 +172,7 @@ class _MujocoBase:
         # MuJoCo resets a diverged world to qpos0 by itself and restarts its clock: catch that, a
         # state that was already non-finite when the step began, and any non-finite state left.
         expected = time_before + (substeps - 0.5) * self.model.opt.timestep
-        self._unstable = (self._data("time") < expected) | ~finite_before | ~self._finite()
+        self._unstable = (self._data("time") < expected) | ~(finite_before & self._finite())
 
     def render(
         self, world: int, width: int, height: int, camera: CameraCfg, markers: Sequence[Marker] = ()
@@ -270,6 +270,10 @@ class MujocoBatchBackend(_MujocoBase):
         self._views: dict[str, npt.NDArray[Any]] = {}
         self._render_model: mujoco.MjModel | None = None
         self._render_data: mujoco.MjData | None = None
+        # qpos and qvel lie side by side in a state row (mj_getState's order), so one check covers both.
+        start = mujoco.mj_stateSize(self.model, mujoco.mjtState.mjSTATE_TIME)
+        self._qpos_qvel = self.batch.state[:, start : start + self.model.nq + self.model.nv]
+        self._time, self._ctrl = self._data("time"), self._data("ctrl")
 
     def _data(self, field: str) -> npt.NDArray[Any]:
         view = self._views.get(field)
@@ -290,9 +294,12 @@ class MujocoBatchBackend(_MujocoBase):
     def forward(self, ids: IntArray) -> None:
         self.batch.forward(ids)
 
+    def _finite(self) -> BoolArray:
+        return np.isfinite(self._qpos_qvel).all(axis=1)
+
     def step(self, ctrl: FloatArray, substeps: int) -> None:
-        time_before, finite_before = self._data("time").copy(), self._finite()
-        self._data("ctrl")[:] = ctrl
+        time_before, finite_before = self._time.copy(), self._finite()
+        self._ctrl[:] = ctrl
         self.batch.step(nstep=substeps, stage=self._stage)
         self._check_stability(time_before, finite_before, substeps)
         self._unstable |= np.asarray(self.batch.status) != 0

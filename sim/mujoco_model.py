@@ -212,9 +212,8 @@ def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
     if isinstance(robot.asset, MjcfAsset) and robot.asset.body_wrenches:
         # An acceleration-stage sensor makes mj_forward run mj_rnePostConstraint, which fills cfrc_ext;
         # a user sensor computes nothing else (with no mjcb_sensor installed it reads zero).
-        spec.add_sensor(
-            name="body_wrenches", type=mujoco.mjtSensor.mjSENS_USER, needstage=mujoco.mjtStage.mjSTAGE_ACC, dim=1
-        )
+        acc = mujoco.mjtStage.mjSTAGE_ACC
+        spec.add_sensor(name="body_wrenches", type=mujoco.mjtSensor.mjSENS_USER, needstage=acc, dim=1)
     _add_actuators(spec, scene)
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 960
@@ -230,7 +229,9 @@ def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
         frames.setdefault(site, {})[kind] = int(model.sensor_adr[i])
     kinds = ("framepos", "framequat", "framelinvel", "frameangvel")
     # Other sensors (an MJCF file's own, body_wrenches) are not frames.
-    frame_index = {s: FrameIndex(*(k[kind] for kind in kinds)) for s, k in frames.items() if set(kinds) <= k.keys()}
+    frame_index = {
+        s: FrameIndex(*(k[kind] for kind in kinds)) for s, k in frames.items() if set(kinds) <= k.keys()
+    }
     joint_qpos: dict[str, int] = {}
     joint_dof: dict[str, int] = {}
     free_qpos: dict[str, int] = {}

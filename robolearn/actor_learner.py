@@ -1,0 +1,232 @@
+"""Acting and learning as separate roles that meet at one narrow interface.
+
+The actor steps batched environments with the newest policy it has and sends transitions; the
+learner turns transitions into gradient updates and publishes policy weights. All they exchange
+goes through :class:`Exchange`: transitions as numpy arrays, weights as a numpy dict with a
+version number, both plain data a process boundary or a distributed engine (Ray's object store,
+an actor handle) can carry unchanged. :class:`LocalExchange` is the in-process implementation,
+for one thread each or for alternating calls in one thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.replay import Batch, ReplayBuffer, sample_symmetric
+from robolearn.sac import SAC
+
+Weights = dict[str, npt.NDArray[np.float32]]
+
+
+@dataclass
+class EpisodeStats:
+    """Outcomes of the episodes that ended during a collection."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    successes: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class Transitions:
+    """What an actor sends: a batch of transitions and the episodes that ended in it."""
+
+    batch: Batch
+    episodes: EpisodeStats
+    env_steps: int
+    policy_version: int
+
+
+class Exchange(Protocol):
+    """The only coupling between actors and a learner."""
+
+    def send_transitions(self, item: Transitions) -> None: ...
+
+    def receive_transitions(self, block: bool = False, timeout: float | None = None) -> list[Transitions]: ...
+
+    def publish_weights(self, version: int, weights: Weights) -> None: ...
+
+    def latest_weights(self, newer_than: int) -> tuple[int, Weights] | None: ...
+
+
+class LocalExchange:
+    """Thread-safe in-process exchange; a bounded queue applies back-pressure to a fast actor."""
+
+    def __init__(self, max_pending: int = 64) -> None:
+        self._queue: queue.Queue[Transitions] = queue.Queue(maxsize=max_pending)
+        self._lock = threading.Lock()
+        self._weights: tuple[int, Weights] | None = None
+
+    def send_transitions(self, item: Transitions) -> None:
+        self._queue.put(item)
+
+    def receive_transitions(self, block: bool = False, timeout: float | None = None) -> list[Transitions]:
+        items = []
+        try:
+            if block:
+                items.append(self._queue.get(timeout=timeout))
+            while True:
+                items.append(self._queue.get_nowait())
+        except queue.Empty:
+            pass
+        return items
+
+    def publish_weights(self, version: int, weights: Weights) -> None:
+        with self._lock:
+            self._weights = (version, weights)
+
+    def latest_weights(self, newer_than: int) -> tuple[int, Weights] | None:
+        with self._lock:
+            if self._weights is None or self._weights[0] <= newer_than:
+                return None
+            return self._weights
+
+
+PolicyFactory = Callable[[Weights], Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]]]
+"""Builds, from published weights, a function (obs, explore) -> physical actions."""
+
+
+class ActorRole:
+    """Steps a vector environment with the latest published policy and sends what it saw.
+
+    Until weights arrive (and for ``random_steps`` env steps) it acts uniformly at random, the
+    usual SAC warm-up.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        exchange: Exchange,
+        make_policy: PolicyFactory,
+        scaler: ActionScaler,
+        *,
+        seed: int,
+        random_steps: int,
+    ) -> None:
+        self.env = env
+        self.exchange = exchange
+        self.make_policy = make_policy
+        self.scaler = scaler
+        self.random_steps = random_steps
+        self.rng = np.random.default_rng(seed)
+        self.version = 0
+        self.policy: Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]] | None = None
+        self.env_steps = 0
+        self.obs, _ = env.reset(seed=seed)
+
+    def step(self) -> None:
+        """One step of every world; the transitions go to the exchange."""
+        latest = self.exchange.latest_weights(self.version)
+        if latest is not None:
+            self.version, weights = latest
+            self.policy = self.make_policy(weights)
+        n = self.env.num_envs
+        if self.policy is None or self.env_steps < self.random_steps:
+            unit = self.rng.uniform(-1.0, 1.0, size=(n, len(self.scaler.low))).astype(np.float32)
+            action = self.scaler.to_physical(unit)
+        else:
+            action = self.policy(self.obs, True)
+            unit = self.scaler.to_unit(action)
+        next_obs, reward, terminated, _truncated, info = self.env.step(action)
+        # With same-step autoreset the observation after a finished episode is the next one's
+        # first; the transition's next state is the final observation.
+        final_next = next_obs
+        episodes = EpisodeStats()
+        if "final_obs" in info:
+            done = info["_final_obs"]
+            final_next = {k: np.where(done[:, None], info["final_obs"][k], v) for k, v in next_obs.items()}
+            final = info["final_info"]
+            for i in np.flatnonzero(info["_final_info"]):
+                episodes.returns.append(float(final["episode_return"][i]))
+                episodes.lengths.append(int(final["episode_length"][i]))
+                episodes.successes.append(bool(final["episode_success"][i]))
+        batch = Batch(
+            {k: v.copy() for k, v in self.obs.items()},
+            unit,
+            np.asarray(reward, np.float32),
+            final_next,
+            np.asarray(terminated, np.float32),
+        )
+        self.exchange.send_transitions(Transitions(batch, episodes, n, self.version))
+        self.obs = next_obs
+        self.env_steps += n
+
+    def run(self, stop: threading.Event, max_env_steps: int) -> None:
+        """Act until told to stop or the step budget is spent (the actor thread's body)."""
+        while not stop.is_set() and self.env_steps < max_env_steps:
+            self.step()
+
+
+class LearnerRole:
+    """Keeps the buffers and the normalizer, makes the updates, publishes weights."""
+
+    def __init__(
+        self,
+        agent: SAC,
+        layout: ObsLayout,
+        online: ReplayBuffer,
+        demos: ReplayBuffer | None,
+        obs_norm: RunningNorm,
+        exchange: Exchange,
+        *,
+        seed: int,
+    ) -> None:
+        self.agent = agent
+        self.layout = layout
+        self.online = online
+        self.demos = demos
+        self.obs_norm = obs_norm
+        self.exchange = exchange
+        self.rng = np.random.default_rng(seed)
+        self.env_steps = 0
+        self.episodes = EpisodeStats()
+        self.version = 0
+
+    def ingest(self, block: bool = False, timeout: float | None = None) -> int:
+        """Move received transitions into the online buffer; returns how many arrived."""
+        received = 0
+        for item in self.exchange.receive_transitions(block=block, timeout=timeout):
+            self.online.add(item.batch)
+            self.obs_norm.update(self.layout.flatten(item.batch.obs))
+            self.env_steps += item.env_steps
+            received += len(item.batch.reward)
+            self.episodes.returns += item.episodes.returns
+            self.episodes.lengths += item.episodes.lengths
+            self.episodes.successes += item.episodes.successes
+        return received
+
+    def update(self) -> dict[str, float]:
+        """One learner step: ``utd_ratio`` critic updates and one actor update."""
+        cfg = self.agent.cfg
+        n = cfg.batch_size * cfg.utd_ratio
+        batch = sample_symmetric(self.online, self.demos, n, cfg.demo_fraction, self.rng)
+        device = self.agent.device
+
+        def tensor(x: npt.NDArray[Any]) -> torch.Tensor:
+            return torch.as_tensor(x, device=device)
+
+        obs = tensor(self.obs_norm(self.layout.flatten(batch.obs)))
+        next_obs = tensor(self.obs_norm(self.layout.flatten(batch.next_obs)))
+        return self.agent.update(
+            obs, tensor(batch.action), tensor(batch.reward), next_obs, tensor(batch.terminated)
+        )
+
+    def weights(self) -> Weights:
+        """The actor's parameters and the observation statistics, as numpy arrays."""
+        w = {f"actor.{k}": v.detach().cpu().numpy() for k, v in self.agent.actor.state_dict().items()}
+        w["obs_mean"] = self.obs_norm.mean.astype(np.float32)
+        w["obs_std"] = self.obs_norm.std.astype(np.float32)
+        return w
+
+    def publish(self) -> None:
+        self.version += 1
+        self.exchange.publish_weights(self.version, self.weights())

@@ -1,0 +1,433 @@
+"""Simulation throughput, side by side in one run: robolearn's environments against Gymnasium,
+EnvPool and the raw engine.
+
+Three parts, each a set of contenders measured in turn:
+
+- ``ant``: Ant-v5 with ``num_envs`` worlds as robolearn's ``TaskEnv("ant", "mujoco_batch")``, as
+  Gymnasium's asynchronous vector env (one process per world), as EnvPool's C++ thread pool, and as
+  the raw limit: ``mujoco.batch`` stepping robolearn's compiled model five physics steps per call
+  from the same start, with the same controls written and nothing else (no task code).
+- ``panda``: ``panda_pick_cube`` on ``mujoco_batch`` against ``mujoco.batch`` stepping its compiled
+  model ``substeps`` physics steps per call, holding the controls of the neutral action.
+- ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``.
+
+Every contender steps with random actions drawn before timing, so drawing them is not timed.
+Contenders of a part run alternately (in reverse order every other round) for ``rounds`` rounds,
+each run ``seconds`` long after a warm-up of its own. A run's rate is environment steps (worlds x
+calls) per wall-clock second (``time.perf_counter``); a contender's figure is its best run, the one
+least disturbed on a shared machine, and ratios are of those figures. Every run's rate is kept in
+the summary. A contender that cannot run gets ``None`` and the reason.
+
+Beside it, each run's environment steps per CPU-second that the contender consumed (its threads,
+and Gymnasium's worker processes) measure efficiency: on a machine shared with other jobs, wall
+time depends on what the scheduler grants (64 worker processes get more of a busy machine than 2
+threads do), CPU time much less.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import logging
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import gymnasium
+import mujoco
+import mujoco.batch
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.env import TaskEnv
+from robolearn.sim.backend import SimError
+from robolearn.tasks import make_task_cfg, task_names
+
+log = logging.getLogger(__name__)
+
+Part = Literal["ant", "panda", "single"]
+PARTS: tuple[Part, ...] = ("ant", "panda", "single")
+
+ROBOLEARN = "robolearn mujoco_batch"
+GYMNASIUM = "gymnasium async"
+ENVPOOL = "envpool"
+RAW = "raw mujoco.batch"
+
+GOALS = {"ant_vs_envpool": 1.3, "ant_vs_raw": 0.85, "panda_vs_raw": 0.7}
+"""Targets on a 2-core machine: batched Ant against EnvPool and against its raw engine, batched Panda
+against its raw engine."""
+ACTION_BATCHES = 64
+"""Distinct pre-drawn action batches each contender cycles through."""
+SINGLE_BACKENDS = ("mujoco", "pybullet")
+"""Backends of the one-world part."""
+
+
+@dataclass(frozen=True)
+class SimBenchCfg:
+    """What to measure and for how long."""
+
+    num_envs: int = 64
+    """Worlds (environments) of every batched contender: the ant and panda parts."""
+    seconds: float = 2.0
+    """Wall-clock length of one timed run of one contender (s)."""
+    rounds: int = 3
+    """Timed runs of each contender, alternating with the other contenders of its part; the best counts."""
+    parts: tuple[Part, ...] = PARTS
+    """Parts to run: ant (vs Gymnasium, EnvPool, raw MuJoCo), panda (vs raw MuJoCo), single (one world of
+    every task on mujoco and pybullet)."""
+    nthread: int = 0
+    """Threads of mujoco.batch, robolearn's and the raw one's (0: one per CPU); EnvPool gets as many."""
+    seed: int = 0
+    """Seed of the actions and of the environments' reset distributions."""
+
+
+@dataclass
+class _Contender:
+    """One way of stepping environments, ready to be timed."""
+
+    name: str
+    step: Callable[[int], object]
+    """Called with the call's index; steps every environment once."""
+    num_envs: int
+    note: str
+    close: Callable[[], object]
+    worker_pids: tuple[int, ...] = ()
+    """Processes besides this one that do the contender's work (their CPU time counts too)."""
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by this process and the contender's worker processes (s)."""
+        return time.process_time() + sum(_process_cpu_seconds(pid) for pid in self.worker_pids)
+
+
+def _process_cpu_seconds(pid: int) -> float:
+    """CPU time another process has run (s), from Linux's scheduler statistics (nanoseconds)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) * 1e-9
+
+
+def _cpus() -> int:
+    """CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _rate(c: _Contender, seconds: float) -> tuple[float, float]:
+    """Environment steps per wall-clock second and per CPU-second of stepping for about ``seconds``."""
+    calls = 0
+    cpu_start = c.cpu_seconds()
+    start = now = time.perf_counter()
+    deadline = start + seconds
+    while now < deadline:
+        c.step(calls)
+        calls += 1
+        now = time.perf_counter()
+    cpu = c.cpu_seconds() - cpu_start
+    return calls * c.num_envs / (now - start), calls * c.num_envs / cpu
+
+
+def _warm_up(step: Callable[[int], object], seconds: float) -> None:
+    """Run ``step`` at least 3 times and for about a tenth of a run, so caches and thread pools are warm."""
+    deadline = time.perf_counter() + 0.1 * seconds
+    calls = 0
+    while calls < 3 or time.perf_counter() < deadline:
+        step(calls)
+        calls += 1
+
+
+def _measure(
+    part: str, contenders: list[_Contender], cfg: SimBenchCfg, progress: Callable[[str], None]
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each contender's wall-clock and CPU rates in every round; the contenders alternate within a round."""
+    rates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    cpu_rates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for r in range(cfg.rounds):
+        for c in contenders if r % 2 == 0 else contenders[::-1]:
+            _warm_up(c.step, cfg.seconds)
+            rate, cpu_rate = _rate(c, cfg.seconds)
+            rates[c.name].append(rate)
+            cpu_rates[c.name].append(cpu_rate)
+            progress(
+                f"{part}: {c.name}, round {r + 1}/{cfg.rounds}: {rate:,.0f} env steps/s, "
+                f"{cpu_rate:,.0f} per CPU-second"
+            )
+    return rates, cpu_rates
+
+
+def _random_actions(env: TaskEnv, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+    """(ACTION_BATCHES, num_envs, A) actions uniform in the task's bounds."""
+    act = env.cfg.action
+    size = (ACTION_BATCHES, env.num_envs, len(act.names))
+    return rng.uniform(np.asarray(act.low), np.asarray(act.high), size=size)
+
+
+def _robolearn(env: TaskEnv, actions: npt.NDArray[np.float64], name: str) -> _Contender:
+    def step(i: int) -> object:
+        return env.step(actions[i % ACTION_BATCHES])
+
+    note = f"{env.cfg.substeps} physics steps per env step"
+    if env.sim.name == "mujoco_batch":
+        note += f", {env.sim.batch.nthread} threads"  # type: ignore[attr-defined]
+    return _Contender(name, step, env.num_envs, note, env.close)
+
+
+def _raw(env: TaskEnv, ctrl_batches: npt.NDArray[np.float64] | None, nthread: int) -> _Contender:
+    """mujoco.batch on the env's compiled model, from the env's current state, no task code.
+
+    With ``ctrl_batches``, each call first writes the next batch of controls; without, the env's
+    current controls are held.
+    """
+    sim: Any = env.sim
+    batch = mujoco.batch.Batch(sim.model, env.num_envs, nthread=nthread)
+    batch.state[:] = sim.batch.state
+    ctrl = batch.bind("ctrl")
+    substeps = env.cfg.substeps
+
+    def step(i: int) -> None:
+        if ctrl_batches is not None:
+            ctrl[:] = ctrl_batches[i % ACTION_BATCHES]
+        batch.step(nstep=substeps)
+
+    note = f"mujoco.batch.step(nstep={substeps}), {batch.nthread} threads"
+    return _Contender(RAW, step, env.num_envs, note, lambda: None)
+
+
+def _envpool_ant(cfg: SimBenchCfg, unavailable: dict[str, str]) -> Any:
+    """EnvPool's synchronous Ant-v5 (every world stepped per call) on the threads the batch uses, or None."""
+    try:
+        import envpool
+    except ImportError as exc:
+        unavailable[ENVPOOL] = f"envpool does not import ({exc}); pip install robolearn[bench] (Linux)"
+        log.warning("ant: envpool skipped: %s", unavailable[ENVPOOL])
+        return None
+    threads = min(cfg.nthread or _cpus(), cfg.num_envs)
+    try:
+        pool = envpool.make(
+            "Ant-v5",
+            env_type="gymnasium",
+            num_envs=cfg.num_envs,
+            batch_size=cfg.num_envs,
+            num_threads=threads,
+            seed=cfg.seed,
+        )
+        pool.reset()
+    except Exception as exc:  # EnvPool reports unknown ids and bad options as plain RuntimeErrors
+        unavailable[ENVPOOL] = f"envpool failed: {exc}"
+        log.warning("ant: envpool skipped: %s", unavailable[ENVPOOL])
+        return None
+    return pool
+
+
+def _ant_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> tuple[list[_Contender], dict[str, str]]:
+    n = cfg.num_envs
+    unavailable: dict[str, str] = {}
+    with contextlib.ExitStack() as cleanup:  # closes what was built if building fails
+        # Gymnasium's worker processes are forked first, before this part starts any thread pool.
+        gym_env = gymnasium.make_vec("Ant-v5", num_envs=n, vectorization_mode="async")
+        cleanup.callback(gym_env.close)
+        gym_env.reset(seed=cfg.seed)
+        env = TaskEnv("ant", "mujoco_batch", n, seed=cfg.seed, nthread=cfg.nthread)
+        cleanup.callback(env.close)
+        env.reset()
+        actions = _random_actions(env, rng)
+        contenders = [
+            _robolearn(env, actions, ROBOLEARN),
+            _Contender(
+                GYMNASIUM,
+                lambda i: gym_env.step(actions[i % ACTION_BATCHES]),
+                n,
+                f"make_vec(vectorization_mode='async'): {n} processes",
+                gym_env.close,
+                tuple(p.pid for p in gym_env.processes),
+            ),
+        ]
+        pool = _envpool_ant(cfg, unavailable)
+        if pool is not None:
+            cleanup.callback(pool.close)
+            version, threads = importlib.metadata.version("envpool"), pool.config["num_threads"]
+            note = f"envpool {version}, batch_size={n}, {threads} threads"
+            contenders.append(
+                _Contender(ENVPOOL, lambda i: pool.step(actions[i % ACTION_BATCHES]), n, note, pool.close)
+            )
+        contenders.append(_raw(env, actions, cfg.nthread))
+        cleanup.pop_all()  # built: the contenders close what they hold
+    return contenders, unavailable
+
+
+def _panda_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
+    env = TaskEnv("panda_pick_cube", "mujoco_batch", cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread)
+    env.reset()
+    # The raw engine holds the controls of the neutral action (hold still, hand open) from the reset pose.
+    env.step(np.tile(env.cfg.action.neutral, (env.num_envs, 1)))
+    raw = _raw(env, None, cfg.nthread)
+    return [_robolearn(env, _random_actions(env, rng), ROBOLEARN), raw]
+
+
+def _single_contenders(
+    task: str, cfg: SimBenchCfg, rng: np.random.Generator
+) -> tuple[list[_Contender], dict[str, str]]:
+    backends = make_task_cfg(task).backends
+    contenders: list[_Contender] = []
+    unavailable: dict[str, str] = {}
+    for backend in SINGLE_BACKENDS:
+        if backend not in backends:
+            unavailable[backend] = f"the task runs on {', '.join(backends)} only"
+            continue
+        try:
+            env = TaskEnv(task, backend, 1, seed=cfg.seed)
+            env.reset()
+        except Exception as exc:  # a backend under construction may fail in any way: record how
+            unavailable[backend] = f"{type(exc).__name__}: {exc}"
+            log.warning("single: %s on %s failed: %s", task, backend, unavailable[backend])
+            continue
+        contenders.append(_robolearn(env, _random_actions(env, rng), backend))
+    return contenders, unavailable
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
+
+
+def _time_part(
+    part: str,
+    contenders: list[_Contender],
+    unavailable: dict[str, str],
+    reference: str,
+    cfg: SimBenchCfg,
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Time the contenders, then close them; return their table rows and every run's rate.
+
+    A row's ``reference_ratio`` is the reference contender's figure over the row's.
+    """
+    try:
+        rates = _measure(part, contenders, cfg, progress)
+    finally:
+        for c in contenders:
+            c.close()
+    best = {name: max(r) for name, r in rates.items()}
+    rows = [
+        {
+            "part": part,
+            "contender": c.name,
+            "num_envs": c.num_envs,
+            "steps_per_s": best[c.name],
+            "median_steps_per_s": statistics.median(rates[c.name]),
+            "reference_ratio": _ratio(best.get(reference), best[c.name]),
+            "note": c.note,
+        }
+        for c in contenders
+    ]
+    rows += [
+        {
+            "part": part,
+            "contender": name,
+            "num_envs": None,
+            "steps_per_s": None,
+            "median_steps_per_s": None,
+            "reference_ratio": None,
+            "note": reason,
+        }
+        for name, reason in unavailable.items()
+    ]
+    return rows, rates
+
+
+def _figures(rates: dict[str, list[float]], unavailable: dict[str, str]) -> dict[str, Any]:
+    """A part's summary: each contender's best rate, None for those that could not run, and why."""
+    figures: dict[str, Any] = {name: max(r) for name, r in rates.items()} | dict.fromkeys(unavailable)
+    if unavailable:
+        figures["unavailable"] = dict(unavailable)
+    return figures
+
+
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for package in ("robolearn", "mujoco", "gymnasium", "envpool", "numpy", "pybullet"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": _cpus(),
+        "processor": platform.processor() or platform.machine(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_1min_at_start": os.getloadavg()[0],
+    }
+
+
+def _check(cfg: SimBenchCfg) -> None:
+    if cfg.num_envs < 1:
+        raise SimError(f"num_envs must be at least 1, got {cfg.num_envs}")
+    if cfg.seconds <= 0:
+        raise SimError(f"seconds must be positive, got {cfg.seconds}")
+    if cfg.rounds < 1:
+        raise SimError(f"rounds must be at least 1, got {cfg.rounds}")
+    if cfg.nthread < 0:
+        raise SimError(f"nthread must be 0 (one per CPU) or positive, got {cfg.nthread}")
+    unknown = set(cfg.parts) - set(PARTS)
+    if unknown:
+        raise SimError(f"unknown benchmark parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+
+
+def run_sim_bench(
+    cfg: SimBenchCfg, progress: Callable[[str], None] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run the parts of ``cfg``; return one table row per contender and the summary (JSON-ready).
+
+    ``progress`` receives a line per part and per timed run (default: the module's logger).
+    """
+    _check(cfg)
+    say = progress if progress is not None else log.info
+    rng = np.random.default_rng(cfg.seed)
+    rows: list[dict[str, Any]] = []
+    runs: dict[str, dict[str, list[float]]] = {}
+    summary: dict[str, Any] = {
+        "num_envs": cfg.num_envs,
+        "seconds": cfg.seconds,
+        "rounds": cfg.rounds,
+        "nthread": cfg.nthread,
+        "machine": _machine(),
+        "versions": _versions(),
+    }
+    if "ant" in cfg.parts:
+        say(f"ant: building {cfg.num_envs} worlds per contender")
+        contenders, unavailable = _ant_contenders(cfg, rng)
+        part_rows, runs["ant"] = _time_part("ant", contenders, unavailable, ROBOLEARN, cfg, say)
+        rows += part_rows
+        ant = summary["ant"] = _figures(runs["ant"], unavailable)
+        summary["ant_vs_envpool"] = _ratio(ant[ROBOLEARN], ant.get(ENVPOOL))
+        summary["ant_vs_gymnasium"] = _ratio(ant[ROBOLEARN], ant[GYMNASIUM])
+        summary["ant_vs_raw"] = _ratio(ant[ROBOLEARN], ant[RAW])
+    if "panda" in cfg.parts:
+        say(f"panda: building {cfg.num_envs} worlds per contender")
+        part_rows, runs["panda"] = _time_part("panda", _panda_contenders(cfg, rng), {}, ROBOLEARN, cfg, say)
+        rows += part_rows
+        panda = summary["panda"] = _figures(runs["panda"], {})
+        summary["panda_vs_raw"] = _ratio(panda[ROBOLEARN], panda[RAW])
+    if "single" in cfg.parts:
+        summary["single"] = {}
+        for task in task_names():
+            contenders, unavailable = _single_contenders(task, cfg, rng)
+            part = f"single {task}"
+            part_rows, runs[part] = _time_part(part, contenders, unavailable, "mujoco", cfg, say)
+            rows += part_rows
+            summary["single"][task] = _figures(runs[part], unavailable)
+    summary["goals"] = {
+        key: {"goal": goal, "met": None if summary[key] is None else summary[key] >= goal}
+        for key, goal in GOALS.items()
+        if key in summary
+    }
+    summary["runs"] = runs
+    summary["machine"]["load_average_1min_at_end"] = os.getloadavg()[0]
+    return rows, summary

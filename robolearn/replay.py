@@ -1,0 +1,156 @@
+"""Replay buffers for dict observations, preallocated in numpy, and symmetric sampling.
+
+A buffer stores whole transitions ``(obs, action, reward, next_obs, terminated)``; actions are kept
+in the policy's normalized units ([-1, 1] per component). Saving writes one ``.npz`` (no pickles),
+so loading a buffer never executes code.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+Obs = dict[str, npt.NDArray[np.float32]]
+
+
+class CorruptFileError(ValueError):
+    """A checkpoint, buffer or dataset file that cannot be trusted; the message names it."""
+
+
+class Batch(NamedTuple):
+    """A batch of transitions, numpy arrays with a leading batch axis."""
+
+    obs: Obs
+    action: npt.NDArray[np.float32]
+    reward: npt.NDArray[np.float32]
+    next_obs: Obs
+    terminated: npt.NDArray[np.float32]
+    """1.0 where the next state is terminal (no bootstrap); time-outs are 0."""
+
+
+class ReplayBuffer:
+    """A ring buffer of transitions with preallocated arrays."""
+
+    def __init__(self, capacity: int, obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"replay capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self.obs_shapes = dict(obs_shapes)
+        self.action_dim = action_dim
+        self.obs = {k: np.zeros((capacity, *s), np.float32) for k, s in obs_shapes.items()}
+        self.next_obs = {k: np.zeros((capacity, *s), np.float32) for k, s in obs_shapes.items()}
+        self.action = np.zeros((capacity, action_dim), np.float32)
+        self.reward = np.zeros(capacity, np.float32)
+        self.terminated = np.zeros(capacity, np.float32)
+        self.pos = 0
+        self.size = 0
+        self.total_added = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, batch: Batch) -> None:
+        """Append n transitions (wrapping around when full)."""
+        n = len(batch.reward)
+        if n > self.capacity:  # only the newest fit
+            batch = Batch(*(_tail(x, self.capacity) for x in batch))
+            n = self.capacity
+        idx = (self.pos + np.arange(n)) % self.capacity
+        for k in self.obs:
+            self.obs[k][idx] = batch.obs[k]
+            self.next_obs[k][idx] = batch.next_obs[k]
+        self.action[idx] = batch.action
+        self.reward[idx] = batch.reward
+        self.terminated[idx] = batch.terminated
+        self.pos = int((self.pos + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+        self.total_added += n
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """Draw transitions uniformly with replacement."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        return self.take(rng.integers(0, self.size, size=batch_size))
+
+    def take(self, idx: npt.NDArray[np.int64]) -> Batch:
+        """The transitions at the given slots."""
+        return Batch(
+            {k: v[idx] for k, v in self.obs.items()},
+            self.action[idx],
+            self.reward[idx],
+            {k: v[idx] for k, v in self.next_obs.items()},
+            self.terminated[idx],
+        )
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Write the filled part to an ``.npz`` file."""
+        n = self.size
+        meta = {
+            "capacity": self.capacity,
+            "pos": self.pos,
+            "size": n,
+            "total_added": self.total_added,
+            "obs_shapes": {k: list(s) for k, s in self.obs_shapes.items()},
+            "action_dim": self.action_dim,
+        }
+        arrays: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+        for k in self.obs:
+            arrays[f"obs.{k}"] = self.obs[k][:n]
+            arrays[f"next_obs.{k}"] = self.next_obs[k][:n]
+        arrays.update(action=self.action[:n], reward=self.reward[:n], terminated=self.terminated[:n])
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+
+    @classmethod
+    def load(cls, path: Path) -> ReplayBuffer:
+        """Read a buffer written by :meth:`save`; a damaged file raises :class:`CorruptFileError`."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(bytes(data["meta"]).decode())
+                shapes = {k: tuple(s) for k, s in meta["obs_shapes"].items()}
+                buf = cls(int(meta["capacity"]), shapes, int(meta["action_dim"]))
+                n = int(meta["size"])
+                for k in shapes:
+                    buf.obs[k][:n] = data[f"obs.{k}"]
+                    buf.next_obs[k][:n] = data[f"next_obs.{k}"]
+                buf.action[:n] = data["action"]
+                buf.reward[:n] = data["reward"]
+                buf.terminated[:n] = data["terminated"]
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"replay buffer {path} is damaged or not a robolearn buffer: {exc}") from None
+        buf.size, buf.pos, buf.total_added = n, int(meta["pos"]), int(meta["total_added"])
+        return buf
+
+
+def _tail(x: Any, n: int) -> Any:
+    return {k: v[-n:] for k, v in x.items()} if isinstance(x, dict) else x[-n:]
+
+
+def sample_symmetric(
+    online: ReplayBuffer, demos: ReplayBuffer | None, batch_size: int, demo_fraction: float, rng: np.random.Generator
+) -> Batch:
+    """RLPD's symmetric sampling: a fixed share of every batch from the demonstrations.
+
+    Ball et al., "Efficient Online Reinforcement Learning with Offline Data" (ICML 2023) draw half
+    of each batch from the offline data and half from the online data. With no demonstrations
+    (or an empty online buffer) the whole batch comes from the buffer that has data.
+    """
+    if demos is None or len(demos) == 0:
+        return online.sample(batch_size, rng)
+    if len(online) == 0:
+        return demos.sample(batch_size, rng)
+    n_demo = int(round(batch_size * demo_fraction))
+    a, b = demos.sample(n_demo, rng), online.sample(batch_size - n_demo, rng)
+    return Batch(
+        {k: np.concatenate([a.obs[k], b.obs[k]]) for k in a.obs},
+        np.concatenate([a.action, b.action]),
+        np.concatenate([a.reward, b.reward]),
+        {k: np.concatenate([a.next_obs[k], b.next_obs[k]]) for k in a.next_obs},
+        np.concatenate([a.terminated, b.terminated]),
+    )

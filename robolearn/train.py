@@ -1,0 +1,383 @@
+"""``robolearn train``: SAC with the RLPD recipe on a task, from seeding to a run folder.
+
+Reads top to bottom: configuration, seeding, environments, networks, buffers, then one loop in
+which the actor role collects and the learner role updates (alternating in one thread by
+default, so a seed repeats a run; or the actor in its own thread). A run folder holds the
+configuration, TensorBoard logs, checkpoints, the learning curve, an evaluation video and a
+summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+
+from robolearn.actor_learner import ActorRole, LearnerRole, LocalExchange, Weights
+from robolearn.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
+from robolearn.demos import collect_scripted_demos
+from robolearn.env import TaskEnv
+from robolearn.evaluation import evaluate
+from robolearn.gym_adapter import GymVectorTask, gym_env_id
+from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.policy import Policy, policy_from_weights
+from robolearn.replay import CorruptFileError, ReplayBuffer
+from robolearn.sac import SAC, SACConfig
+from robolearn.sim.backend import BackendName
+from robolearn.tasks import DEFAULT_TASK, make_task_cfg
+from robolearn.tasks.core import TaskError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainCfg:
+    """Train a policy with SAC and the RLPD recipe."""
+
+    task: tyro.conf.Positional[str] = DEFAULT_TASK
+    """Task name, or a Gymnasium id as ``gym:Pendulum-v1``."""
+    backend: BackendName = "mujoco_batch"
+    """Simulator for robolearn tasks."""
+    num_envs: int = 4
+    """Parallel worlds the actor steps."""
+    steps: int = 20_000
+    """Environment steps to train for (all worlds together)."""
+    seed: int = 0
+    """Seed of everything random in the run."""
+    out: Path = Path("runs")
+    """Folder in which the run folder is made."""
+    name: str | None = None
+    """Run folder name (default: task, seed and time)."""
+    resume: Path | None = None
+    """Continue the run in this folder from its latest checkpoint (other options come from the run)."""
+    scripted_demos: int = 0
+    """Successful episodes of the task's scripted expert put in the demonstration buffer."""
+    random_steps: int = 1_000
+    """Environment steps of uniform random actions before the policy acts."""
+    learning_starts: int = 1_000
+    """Transitions to collect before the first update."""
+    replay_capacity: int = 200_000
+    """Transitions the online buffer holds."""
+    randomize: bool = False
+    """Train under the task's domain randomization."""
+    eval_every: int = 2_000
+    """Environment steps between evaluations."""
+    eval_episodes: int = 20
+    """Episodes per evaluation (deterministic policy, nominal task)."""
+    final_eval_episodes: int = 50
+    """Episodes of the final evaluation."""
+    checkpoint_every: int = 5_000
+    """Environment steps between checkpoints."""
+    video: bool = True
+    """Write an evaluation video of the final policy."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the learner runs: CUDA when present (auto), or as named."""
+    threaded: bool = False
+    """Run the actor in its own thread (faster; not bit-for-bit repeatable)."""
+    sac: SACConfig = field(default_factory=SACConfig)
+    """Learner hyperparameters."""
+
+
+def _device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TaskError("--device cuda: no CUDA device is available; use --device cpu or auto")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def make_train_env(cfg: TrainCfg, num_envs: int, seed: int, render: bool = False) -> Any:
+    """The environment for a task name or a ``gym:`` id."""
+    env_id = gym_env_id(cfg.task)
+    if env_id is not None:
+        return GymVectorTask(env_id, num_envs, render=render)
+    backend = cfg.backend if num_envs > 1 or cfg.backend != "mujoco_batch" else "mujoco"
+    return TaskEnv(cfg.task, backend, num_envs, seed=seed, randomize=cfg.randomize and not render)
+
+
+@dataclass
+class RunState:
+    """Counters that a checkpoint carries besides weights and buffers."""
+
+    env_steps: int = 0
+    updates: int = 0
+    episodes: int = 0
+    wall_seconds: float = 0.0
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _run_dir(cfg: TrainCfg) -> Path:
+    if cfg.resume is not None:
+        return cfg.resume
+    name = cfg.name or f"{cfg.task.replace(':', '-').replace('/', '-')}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return cfg.out / name
+
+
+def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
+    try:
+        saved = json.loads((run_dir / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CorruptFileError(f"--resume {run_dir}: no readable config.json ({exc})") from None
+    saved["sac"] = SACConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["sac"].items()})
+    saved["out"], saved["resume"] = Path(saved["out"]), run_dir
+    if steps is not None:
+        saved["steps"] = steps
+    return TrainCfg(**saved)
+
+
+def policy_meta(cfg: TrainCfg, env: Any) -> dict[str, Any]:
+    """What a loader needs to rebuild the policy without the learner."""
+    act = env.single_action_space
+    return {
+        "task": cfg.task,
+        "obs_shapes": {k: list(s.shape) for k, s in env.single_observation_space.items()},
+        "action_low": act.low.tolist(),
+        "action_high": act.high.tolist(),
+        "hidden": list(cfg.sac.hidden),
+    }
+
+
+def load_policy(path: Path) -> tuple[Policy, dict[str, Any]]:
+    """The deterministic policy of a run folder's latest checkpoint (or of a checkpoint folder)."""
+    loaded = load_checkpoint(path)
+    meta = loaded.state["policy"]
+    layout = ObsLayout({k: tuple(v) for k, v in meta["obs_shapes"].items()})
+    weights: Weights = {k: v.numpy() for k, v in loaded.tensors.items() if k.startswith("actor.")}
+    mean, var = loaded.tensors["obs_norm.mean"].numpy(), loaded.tensors["obs_norm.var"].numpy()
+    weights["obs_mean"], weights["obs_std"] = mean.astype(np.float32), np.sqrt(var + 1e-6).astype(np.float32)
+    policy = policy_from_weights(weights, layout, meta["action_low"], meta["action_high"], tuple(meta["hidden"]))
+    return policy.eval(), meta
+
+
+def train(cfg: TrainCfg, progress: Callable[[RunState, dict[str, float]], None] | None = None) -> dict[str, Any]:
+    """Run (or resume) training; returns the summary also written to ``summary.json``."""
+    if cfg.resume is not None:
+        cfg = _load_run_cfg(cfg.resume, cfg.steps if cfg.steps != TrainCfg.steps else None)
+    cfg.sac.check()
+    if cfg.num_envs < 1 or cfg.steps < 1:
+        raise TaskError("--num-envs and --steps must be at least 1")
+    if gym_env_id(cfg.task) is None:
+        make_task_cfg(cfg.task)  # an unknown task fails here, before anything is written
+    run_dir = _run_dir(cfg)
+    device = _device(cfg.device)
+
+    # Seeding: one seed, separate streams.
+    torch.manual_seed(cfg.seed)
+    seeds = np.random.SeedSequence(cfg.seed).generate_state(4)
+
+    # Environments.
+    env = make_train_env(cfg, cfg.num_envs, int(seeds[0]))
+    eval_env = make_train_env(cfg, min(cfg.eval_episodes, 10), int(seeds[1]))
+    obs_shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
+    layout = ObsLayout(obs_shapes)
+    scaler = ActionScaler(env.single_action_space.low, env.single_action_space.high)
+    action_dim = len(scaler.low)
+
+    # Networks and buffers.
+    agent = SAC(layout.dim, action_dim, cfg.sac, device)
+    obs_norm = RunningNorm(layout.dim)
+    online = ReplayBuffer(cfg.replay_capacity, obs_shapes, action_dim)
+    demos: ReplayBuffer | None = None
+    state = RunState()
+    exchange = LocalExchange()
+    learner_seed = int(seeds[2])
+
+    if cfg.resume is not None:
+        loaded = load_checkpoint(run_dir)
+        restore_agent(agent, obs_norm, loaded)
+        online = loaded.replay("online") or online
+        demos = loaded.replay("demos")
+        saved = loaded.state
+        state = RunState(**saved["run"])
+        agent.updates = state.updates
+        log.info("resumed %s at %d env steps", loaded.path, state.env_steps)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=False)
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1))
+        if cfg.scripted_demos > 0:
+            demos = _scripted_demos(cfg, scaler, int(seeds[3]))
+            obs_norm.update(layout.flatten(demos.obs)[: len(demos)])
+
+    learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
+    learner.env_steps = state.env_steps
+    if cfg.resume is not None:
+        set_rng_state(learner.rng, loaded.state["learner_rng"])
+
+    def make_actor_policy(weights: Weights) -> Callable[[Any, bool], Any]:
+        return policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden).act
+
+    actor = ActorRole(
+        env,
+        exchange,
+        make_actor_policy,
+        scaler,
+        seed=int(seeds[0]) + state.env_steps,
+        random_steps=max(0, cfg.random_steps - state.env_steps),
+    )
+    if state.env_steps > 0:
+        learner.publish()
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(run_dir / "tb"))
+    started = time.perf_counter() - state.wall_seconds
+    next_eval = (state.env_steps // cfg.eval_every + 1) * cfg.eval_every
+    next_ckpt = (state.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+    stop = threading.Event()
+    thread = None
+    if cfg.threaded:
+        thread = threading.Thread(target=actor.run, args=(stop, cfg.steps - state.env_steps), daemon=True)
+        thread.start()
+    logged_at = state.updates
+    metrics: dict[str, float] = {}
+    try:
+        while state.env_steps < cfg.steps:
+            if thread is None:
+                actor.step()
+            arrived = learner.ingest(block=thread is not None, timeout=1.0)
+            state.env_steps = learner.env_steps
+            if len(online) >= cfg.learning_starts:
+                # Keep the update-to-data ratio: one learner step (utd critic updates) per transition.
+                for _ in range(arrived):
+                    metrics = learner.update()
+                learner.publish()
+                if agent.updates - logged_at >= 500:
+                    logged_at = agent.updates
+                    for k, v in metrics.items():
+                        writer.add_scalar(f"train/{k}", v, state.env_steps)
+            state.updates = agent.updates
+            state.episodes = len(learner.episodes.returns)
+            if state.env_steps >= next_eval or state.env_steps >= cfg.steps:
+                next_eval += cfg.eval_every
+                result = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.eval_episodes)
+                result |= {"env_steps": state.env_steps, "minutes": (time.perf_counter() - started) / 60}
+                state.evals.append(result)
+                writer.add_scalar("eval/success_rate", result["success_rate"], state.env_steps)
+                writer.add_scalar("eval/return", result["return_mean"], state.env_steps)
+                recent = learner.episodes
+                if recent.returns:
+                    writer.add_scalar("rollout/return", float(np.mean(recent.returns[-20:])), state.env_steps)
+            if state.env_steps >= next_ckpt:
+                next_ckpt += cfg.checkpoint_every
+                state.wall_seconds = time.perf_counter() - started
+                _checkpoint(run_dir, state, agent, obs_norm, online, demos, learner, cfg, env)
+            if progress is not None:
+                progress(state, _live(learner, state, started))
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join()
+        writer.close()
+    state.wall_seconds = time.perf_counter() - started
+    _checkpoint(run_dir, state, agent, obs_norm, online, demos, learner, cfg, env)
+    env.close()
+    return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
+
+
+def _live(learner: LearnerRole, state: RunState, started: float) -> dict[str, float]:
+    ep = learner.episodes
+    elapsed = max(time.perf_counter() - started, 1e-9)
+    return {
+        "steps_per_s": state.env_steps / elapsed,
+        "updates_per_s": state.updates / elapsed,
+        "success": float(np.mean(ep.successes[-20:])) if ep.successes else float("nan"),
+        "return": float(np.mean(ep.returns[-20:])) if ep.returns else float("nan"),
+    }
+
+
+def _scripted_demos(cfg: TrainCfg, scaler: ActionScaler, seed: int) -> ReplayBuffer:
+    task = make_task_cfg(cfg.task)
+    if task.expert is None:
+        raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
+    n = 8 if cfg.backend == "mujoco_batch" else 1
+    env = TaskEnv(task, cfg.backend, n, seed=seed)
+    buffer, attempts = collect_scripted_demos(env, task.expert(task), cfg.scripted_demos, scaler, 100_000, seed)
+    env.close()
+    log.info("scripted demonstrations: %d successful of %d episodes, %d transitions", cfg.scripted_demos, attempts, len(buffer))
+    return buffer
+
+
+def _evaluate(
+    learner: LearnerRole, layout: ObsLayout, scaler: ActionScaler, cfg: TrainCfg, env: Any, episodes: int
+) -> dict[str, Any]:
+    policy = policy_from_weights(learner.weights(), layout, scaler.low, scaler.high, cfg.sac.hidden)
+    summary: dict[str, Any] = evaluate(env, policy.act, episodes, seed=cfg.seed + 1).summary()
+    return summary
+
+
+def _checkpoint(
+    run_dir: Path,
+    state: RunState,
+    agent: SAC,
+    obs_norm: RunningNorm,
+    online: ReplayBuffer,
+    demos: ReplayBuffer | None,
+    learner: LearnerRole,
+    cfg: TrainCfg,
+    env: Any,
+) -> Path:
+    return save_checkpoint(
+        run_dir / "checkpoints",
+        state.env_steps,
+        agent=agent,
+        obs_norm=obs_norm,
+        online=online,
+        demos=demos,
+        state={
+            "run": dataclasses.asdict(state),
+            "learner_rng": rng_state(learner.rng),
+            "policy": policy_meta(cfg, env),
+        },
+    )
+
+
+def _finish(
+    cfg: TrainCfg,
+    run_dir: Path,
+    state: RunState,
+    learner: LearnerRole,
+    layout: ObsLayout,
+    scaler: ActionScaler,
+    eval_env: Any,
+) -> dict[str, Any]:
+    final = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.final_eval_episodes)
+    eval_env.close()
+    summary: dict[str, Any] = {
+        "task": cfg.task,
+        "run_dir": str(run_dir),
+        "env_steps": state.env_steps,
+        "updates": state.updates,
+        "wall_minutes": state.wall_seconds / 60,
+        "success_rate": final["success_rate"],
+        "success_rate_ci95": final["success_rate_ci95"],
+        "return_mean": final["return_mean"],
+        "evals": state.evals,
+        "checkpoint": str(run_dir / "checkpoints"),
+    }
+    from robolearn.plots import plot_learning_curve
+
+    summary["learning_curve"] = str(plot_learning_curve(state.evals, run_dir / "learning_curve.png", cfg.task))
+    if cfg.video:
+        from robolearn.video import write_mp4
+
+        policy = policy_from_weights(learner.weights(), layout, scaler.low, scaler.high, cfg.sac.hidden)
+        video_env = make_train_env(cfg, 1, cfg.seed + 2, render=True)
+        try:
+            frames = evaluate(video_env, policy.act, 2, seed=cfg.seed + 2, record_episodes=2).frames
+            summary["video"] = str(write_mp4(run_dir / "eval.mp4", frames, video_env.metadata["render_fps"]))
+        except gym.error.DependencyNotInstalled as exc:  # a Gymnasium env whose renderer is not installed
+            log.warning("no evaluation video: %s", exc)
+        video_env.close()
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary

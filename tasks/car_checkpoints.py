@@ -1,0 +1,307 @@
+"""car_checkpoints: drive a lap of checkpoints around a loop as fast as possible.
+
+After FastRLAP (Stachowicz et al., 2023, arXiv:2304.09831): the car must pass within
+``CHECKPOINT_RADIUS`` of each checkpoint in order; the reward is progress toward the next
+checkpoint, a bonus per checkpoint and a time penalty. Each world draws its own course at every
+reset: ``NUM_CHECKPOINTS`` points on a jittered ellipse a few metres across, rotated at random and
+driven clockwise or counter-clockwise; the car starts on the loop before the first checkpoint.
+
+The car's position is its rear axle centre (``base_link`` of the MIT RACECAR, where its odometry
+is reported), and every observation is in the car's own frame (x forward, y left), so a policy
+runs on the real car from odometry and a map of the checkpoints alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robolearn.sim.backend import BoolArray, FloatArray, IntArray, Marker
+from robolearn.sim.scene import CameraCfg, SceneCfg
+from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse, quat_to_mat
+from robolearn.tasks import terms
+from robolearn.tasks.core import (
+    DomainRandCfg,
+    DoneTerm,
+    EventTerm,
+    Expert,
+    Observation,
+    ObsTerm,
+    RewardTerm,
+    TaskCfg,
+    TaskEnvView,
+)
+from robolearn.tasks.robots.racecar import (
+    ROBOT_NAME,
+    STEERING_JOINTS,
+    WHEELBASE,
+    racecar_robot,
+    speed_steer_action,
+    steering_from_hinges,
+)
+
+NUM_CHECKPOINTS = 8
+"""Checkpoints per lap."""
+CHECKPOINT_RADIUS = 0.4
+"""How close (m) the car's rear axle centre must pass to a checkpoint."""
+SEMI_AXES_LOW = (1.6, 1.1)
+"""Smallest semi-axes of the course's ellipse (m)."""
+SEMI_AXES_HIGH = (2.2, 1.6)
+"""Largest semi-axes of the course's ellipse (m)."""
+RADIAL_JITTER = 0.15
+"""Each checkpoint's distance from the centre varies by up to this fraction."""
+ANGULAR_JITTER = 0.2
+"""Each checkpoint's angle along the loop varies by up to this fraction of the spacing."""
+START_YAW_NOISE = 0.3
+"""The car starts heading along the loop, give or take this much (rad)."""
+ARENA_HALF_SIZE = 4.0
+"""The episode ends when the car leaves the square of this half size (m) around the course."""
+MAX_TILT_COS = 0.5
+"""The car counts as flipped when its up axis is tilted more than 60 degrees."""
+
+
+# -- checkpoint bookkeeping -------------------------------------------------------------------
+def _car_xy(env: TaskEnvView) -> FloatArray:
+    return env.sim.frame_pos(ROBOT_NAME)[:, :2]
+
+
+def _checkpoint_xy(env: TaskEnvView, offset: int) -> FloatArray:
+    """(n, 2) world position of the checkpoint ``offset`` places after the next (the lap wraps)."""
+    index = (env.state["next_index"][:, 0].astype(np.int64) + offset) % NUM_CHECKPOINTS
+    return env.state["checkpoints"][np.arange(env.num_envs), index]
+
+
+def update_checkpoints(env: TaskEnvView) -> None:
+    """Once per control step: score progress toward the next checkpoint and advance past a reached one.
+
+    Progress is the decrease of the distance to the same checkpoint since the last step; terms that
+    read the checkpoint state call this first, and only the first call in a step does anything.
+    """
+    state = env.state
+    stale = state["updated_at"][:, 0] != env.step_count
+    if not stale.any():
+        return
+    racing = stale & (state["next_index"][:, 0] < NUM_CHECKPOINTS)
+    distance = np.linalg.norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
+    reached = racing & (distance < CHECKPOINT_RADIUS)
+    state["progress"][stale, 0] = np.where(racing, state["distance"][:, 0] - distance, 0.0)[stale]
+    state["reached"][stale, 0] = reached[stale]
+    state["updated_at"][stale, 0] = env.step_count[stale]
+    state["next_index"][:, 0] += reached
+    # From here on, distances are measured to the new next checkpoint.
+    fresh = np.linalg.norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
+    state["distance"][stale, 0] = np.where(reached, fresh, distance)[stale]
+
+
+def sample_course(env: TaskEnvView, ids: IntArray) -> None:
+    """Draw each world's course and put the car on the loop where the lap ends, at rest."""
+    n, rng = len(ids), env.rng
+    axes = rng.uniform(SEMI_AXES_LOW, SEMI_AXES_HIGH, size=(n, 2))
+    direction = rng.choice([-1.0, 1.0], size=(n, 1))
+    rotation = np.exp(1j * rng.uniform(-np.pi, np.pi, size=(n, 1)))
+    # Points are complex numbers x + iy. Checkpoint k sits k + 1 spacings along the loop from the
+    # start, so the last one is the finish line, next to where the car starts.
+    spacing = 2 * np.pi / NUM_CHECKPOINTS
+    jitter = rng.uniform(-ANGULAR_JITTER, ANGULAR_JITTER, size=(n, NUM_CHECKPOINTS))
+    angle = spacing * (np.arange(1, NUM_CHECKPOINTS + 1) + jitter)
+    scale = 1 + rng.uniform(-RADIAL_JITTER, RADIAL_JITTER, size=(n, NUM_CHECKPOINTS))
+    points = rotation * scale * (axes[:, :1] * np.cos(angle) + 1j * direction * axes[:, 1:] * np.sin(angle))
+    env.state["checkpoints"][ids] = np.stack([points.real, points.imag], axis=-1)
+
+    # The start is on the ellipse at angle 0, heading along the loop (the ellipse's tangent there).
+    start = (rotation * axes[:, :1])[:, 0]
+    heading = rotation[:, 0] * 1j * direction[:, 0]
+    yaw = np.angle(heading) + rng.uniform(-START_YAW_NOISE, START_YAW_NOISE, size=n)
+    zero = np.zeros(n)
+    env.sim.set_root_state(
+        ids, ROBOT_NAME, np.column_stack([start.real, start.imag, zero]), quat_from_euler(zero, zero, yaw)
+    )
+    env.state["distance"][ids, 0] = np.abs(points[:, 0] - start)
+
+
+# -- observations -------------------------------------------------------------------------------
+def checkpoint_in_body(env: TaskEnvView, offset: int) -> FloatArray:
+    """Vector from the car to the checkpoint ``offset`` places after the next, in the car's frame (m)."""
+    update_checkpoints(env)
+    offset_xy = _checkpoint_xy(env, offset) - _car_xy(env)
+    world = np.column_stack([offset_xy, np.zeros(env.num_envs)])
+    return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), world)[:, :2]
+
+
+def body_velocity(env: TaskEnvView) -> FloatArray:
+    """Forward and leftward velocity of the rear axle centre in the car's frame (m/s)."""
+    return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), env.sim.frame_linvel(ROBOT_NAME))[:, :2]
+
+
+def yaw_rate(env: TaskEnvView) -> FloatArray:
+    """Turn rate about the car's up axis (rad/s, positive to the left)."""
+    return terms.frame_angvel_body(env, ROBOT_NAME)[:, 2:]
+
+
+def steering_angle(env: TaskEnvView) -> FloatArray:
+    """Bicycle steering angle the front hinges currently steer (rad, positive to the left)."""
+    return steering_from_hinges(env.sim.joint_pos(STEERING_JOINTS))[:, None]
+
+
+# -- rewards, success, terminations -----------------------------------------------------------
+def checkpoint_progress(env: TaskEnvView) -> FloatArray:
+    """Decrease of the distance to the next checkpoint in the last step (m)."""
+    update_checkpoints(env)
+    return env.state["progress"][:, 0]
+
+
+def checkpoint_reached(env: TaskEnvView) -> FloatArray:
+    """One in the step a checkpoint is reached."""
+    update_checkpoints(env)
+    return env.state["reached"][:, 0]
+
+
+def lap_complete(env: TaskEnvView) -> BoolArray:
+    """True once every checkpoint has been reached in order."""
+    update_checkpoints(env)
+    return env.state["next_index"][:, 0] >= NUM_CHECKPOINTS
+
+
+def flipped(env: TaskEnvView) -> BoolArray:
+    """True where the car's up axis is tilted more than 60 degrees."""
+    return quat_to_mat(env.sim.frame_quat(ROBOT_NAME))[:, 2, 2] < MAX_TILT_COS
+
+
+# -- scripted expert -----------------------------------------------------------------------------
+class PurePursuitExpert:
+    """Pure pursuit on the next checkpoint, with a speed schedule that brakes for sharp turns.
+
+    Steering: the arc through the target point (Coulter, 1992, CMU-RI-TR-92-01) has curvature
+    2 y / d^2 in the car's frame, and the bicycle angle is atan(wheelbase * curvature). The target
+    is the checkpoint moved part of its radius toward the one after, so the car leaves it already
+    turning to the next. Speed: on the arc, no more than the lateral acceleration allows; toward
+    the checkpoint, no more than lets the car brake to the speed the turn there allows, which
+    falls with the angle of that turn. A checkpoint inside the full-lock turning circle cannot be
+    reached going forward (the car would circle it): the car then backs up at opposite lock until
+    it is outside the circle again, reading from the last action whether it is backing up.
+    """
+
+    def __init__(
+        self,
+        cfg: TaskCfg,
+        lateral_accel: float = 6.0,
+        brake_accel: float = 4.0,
+        corner_speed: tuple[float, float] = (1.2, 3.0),
+        cut: float = 0.6,
+        reverse_speed: float = 1.0,
+    ) -> None:
+        self.max_speed, self.max_steer = cfg.action.high
+        self.lateral_accel = lateral_accel
+        self.brake_accel = brake_accel
+        self.corner_speed = corner_speed
+        self.cut = cut * CHECKPOINT_RADIUS
+        self.reverse_speed = min(reverse_speed, -cfg.action.low[0])
+        self.max_curvature = np.tan(self.max_steer) / WHEELBASE
+        # The tyres slip a little at full lock: the circle actually driven is about 10% wider.
+        self.turn_radius = 1.1 / self.max_curvature
+
+    def __call__(self, obs: Observation) -> FloatArray:
+        checkpoint = obs["next_checkpoint"].astype(np.float64)
+        after = obs["checkpoint_after"].astype(np.float64)
+        leg = after - checkpoint
+        leg_length = np.maximum(np.linalg.norm(leg, axis=1, keepdims=True), 1e-6)
+        target = checkpoint + self.cut * leg / leg_length
+        dist = np.maximum(np.linalg.norm(target, axis=1), 1e-6)
+        side = np.where(target[:, 1] >= 0, 1.0, -1.0)
+        # Pure pursuit's arcs to a point behind the car are wide loops: turn at full lock instead.
+        curvature = np.where(target[:, 0] > 0, 2 * target[:, 1] / dist**2, side * self.max_curvature)
+        steer = np.clip(np.arctan(WHEELBASE * curvature), -self.max_steer, self.max_steer)
+
+        # Turn at the checkpoint: angle between the approach and the leg to the one after.
+        cos_turn = np.sum(target * leg, axis=1) / (dist * leg_length[:, 0])
+        turn = np.arccos(np.clip(cos_turn, -1.0, 1.0))
+        slow, fast = self.corner_speed
+        corner = fast - (fast - slow) * np.clip(turn / (np.pi / 2), 0.0, 1.0)
+        braking = np.sqrt(corner**2 + 2 * self.brake_accel * np.maximum(dist - CHECKPOINT_RADIUS, 0.0))
+        arc = np.sqrt(self.lateral_accel / np.maximum(np.abs(curvature), 1e-6))
+        speed = np.minimum.reduce([np.full_like(dist, self.max_speed), braking, arc])
+
+        # Distance of the checkpoint from the centre of the full-lock circle on its side.
+        side = np.where(checkpoint[:, 1] >= 0, 1.0, -1.0)
+        from_centre = np.hypot(checkpoint[:, 0], checkpoint[:, 1] - side * self.turn_radius)
+        backing = obs["last_action"][:, 0] < 0
+        limit = np.where(backing, self.turn_radius, self.turn_radius - CHECKPOINT_RADIUS)
+        reverse = from_centre < limit
+        speed = np.where(reverse, -self.reverse_speed, speed)
+        steer = np.where(reverse, -side * self.max_steer, steer)
+        return np.stack([speed, steer], axis=1)
+
+
+def _expert(cfg: TaskCfg) -> Expert:
+    return PurePursuitExpert(cfg)
+
+
+def _markers(env: TaskEnvView, world: int) -> list[Marker]:
+    """Every checkpoint as a disc-like sphere: passed ones grey, the next one bright green."""
+    next_index = int(env.state["next_index"][world, 0])
+    markers = []
+    for k, (x, y) in enumerate(env.state["checkpoints"][world]):
+        if k < next_index:
+            rgba = (0.5, 0.5, 0.5, 0.2)
+        elif k == next_index:
+            rgba = (0.1, 0.9, 0.2, 0.5)
+        else:
+            rgba = (0.9, 0.7, 0.1, 0.3)
+        markers.append(Marker((float(x), float(y), 0.0), CHECKPOINT_RADIUS, rgba))
+    return markers
+
+
+def make_cfg() -> TaskCfg:
+    return TaskCfg(
+        name="car_checkpoints",
+        embodiment="car",
+        description=f"MIT RACECAR: drive a lap of {NUM_CHECKPOINTS} random checkpoints around a loop, fast.",
+        scene=SceneCfg(
+            robot=racecar_robot(),
+            camera=CameraCfg((0.0, 0.0, 0.0), 8.0, 90.0, -89.0),
+        ),
+        control_dt=0.02,
+        episode_length=500,
+        action=speed_steer_action(),
+        observations={
+            "next_checkpoint": ObsTerm(checkpoint_in_body, "m", {"offset": 0}, noise_std=0.02),
+            "checkpoint_after": ObsTerm(checkpoint_in_body, "m", {"offset": 1}, noise_std=0.02),
+            "body_velocity": ObsTerm(body_velocity, "m/s", noise_std=0.05),
+            "yaw_rate": ObsTerm(yaw_rate, "rad/s", noise_std=0.02),
+            "steering_angle": ObsTerm(steering_angle, "rad", noise_std=0.01),
+            "last_action": ObsTerm(terms.last_action, "m/s, rad"),
+        },
+        rewards={
+            "progress": RewardTerm(checkpoint_progress, 1.0),
+            "checkpoint": RewardTerm(checkpoint_reached, 1.0),
+            "time": RewardTerm(terms.constant, -0.01),
+        },
+        success=DoneTerm(lap_complete),
+        terminations={
+            "flipped": DoneTerm(flipped),
+            "out_of_bounds": DoneTerm(
+                terms.frame_outside_box,
+                {
+                    "frame": ROBOT_NAME,
+                    "low": (-ARENA_HALF_SIZE, -ARENA_HALF_SIZE, -1.0),
+                    "high": (ARENA_HALF_SIZE, ARENA_HALF_SIZE, 1.0),
+                },
+            ),
+        },
+        reset_events={"course": EventTerm(sample_course)},
+        state={
+            "checkpoints": (NUM_CHECKPOINTS, 2),
+            "next_index": (1,),
+            "distance": (1,),
+            "progress": (1,),
+            "reached": (1,),
+            "updated_at": (1,),
+        },
+        randomization=DomainRandCfg(
+            mass_scale=(0.8, 1.25),
+            friction_scale=(0.7, 1.2),
+            actuator_gain_scale=(0.8, 1.2),
+            action_latency_steps=(0, 1),
+        ),
+        expert=_expert,
+        markers=_markers,
+    )

@@ -1,0 +1,204 @@
+"""quadrotor_hover: a Crazyflie starts near a random target, tilted and moving, and must hold it.
+
+The drone starts within 0.5 m of the target with up to 0.3 rad of roll and pitch, any heading,
+up to 0.5 m/s and 1 rad/s. An episode lasts 5 s and succeeds if over its final second the drone
+stayed within 0.1 m of the target, slower than 0.2 m/s. It ends early on a crash (below 5 cm or
+tilted past 80 degrees) or on leaving the flight box. Actions are collective thrust and body rates
+(see :mod:`robolearn.tasks.robots.crazyflie`) at 50 Hz, physics at 500 Hz.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from robolearn.sim.backend import FloatArray, IntArray, Marker
+from robolearn.tasks import terms
+from robolearn.tasks.core import (
+    DoneTerm,
+    EventTerm,
+    Expert,
+    Observation,
+    ObsTerm,
+    RewardTerm,
+    TaskCfg,
+    TaskEnvView,
+)
+from robolearn.tasks.robots.crazyflie import (
+    CONTROL_DT,
+    GRAVITY,
+    NAME,
+    BoolArray,
+    Box,
+    ctbr_action,
+    drone_observations,
+    drone_penalties,
+    drone_randomization,
+    drone_scene,
+    drone_terminations,
+    place_near_state,
+)
+
+TARGET_LOW = (-0.5, -0.5, 0.75)
+TARGET_HIGH = (0.5, 0.5, 1.25)
+START_RADIUS = 0.5
+"""Largest initial distance from the target (m)."""
+TOLERANCE = 0.1
+"""Distance from the target that counts as holding it (m)."""
+MAX_SPEED = 0.2
+"""Speed below which the drone counts as holding still (m/s)."""
+HOLD_TIME = 1.0
+"""Time the drone must hold the target at the end of an episode (s)."""
+TARGET = {"key": "target", "frame": NAME}
+"""Where the target is kept (``env.state``) and which frame must reach it."""
+FLIGHT_BOX: Box = ((-2.0, -2.0, -1.0), (2.0, 2.0, 2.5))
+"""Leaving this box (m) ends the episode."""
+
+
+# -- success -----------------------------------------------------------------------------------
+class HeldAtEpisodeEnd:
+    """True at an episode's last step if the frame held a per-world target for the final stretch.
+
+    Holding means within ``tolerance`` (m) of the target and slower than ``max_speed`` (m/s) at
+    every control step of the last ``hold_time`` (s). One instance belongs to one environment.
+    """
+
+    def __init__(self) -> None:
+        self._held: IntArray = np.zeros(0, dtype=np.int64)
+
+    def _ensure(self, env: TaskEnvView) -> None:
+        if len(self._held) != env.num_envs:
+            self._held = np.zeros(env.num_envs, dtype=np.int64)
+
+    def reset(self, env: TaskEnvView, ids: IntArray) -> None:
+        self._ensure(env)
+        self._held[ids] = 0
+
+    def __call__(
+        self, env: TaskEnvView, key: str, frame: str, tolerance: float, max_speed: float, hold_time: float
+    ) -> BoolArray:
+        self._ensure(env)
+        holding = terms.within_distance_of_state(env, key, frame, tolerance) & (
+            np.linalg.norm(env.sim.frame_linvel(frame), axis=1) < max_speed
+        )
+        self._held = np.where(holding, self._held + 1, 0)
+        needed = round(hold_time / env.cfg.control_dt)
+        return (self._held >= needed) & (env.step_count >= env.cfg.episode_length)
+
+
+# -- expert ------------------------------------------------------------------------------------
+class CascadedCtbrExpert:
+    """Cascaded position and attitude controller that outputs collective thrust and body rates.
+
+    Outer loop: a PD law on the position error gives a desired acceleration (its proportional part
+    saturated so the drone approaches at ``max_speed`` at most, and tilt-limited). The desired
+    force ``m (a + g e_z)`` sets the thrust (its projection on the body z axis) and the desired
+    attitude (body z along the force, heading held). Inner loop: body rates proportional to the
+    attitude error on SO(3) (Lee, Leok and McClamroch 2010). It reads only the observation dict
+    (``error_key``, ``linvel``, ``attitude``), so it can be deployed like a trained policy.
+
+    The vertical loop is stiffer than the horizontal one because the expert has no integrator: a
+    thrust or mass error of 10 % (the domain randomization's range) leaves an altitude offset of
+    0.1 g / kp_z, 5 cm with kp_z = 20.
+    """
+
+    def __init__(
+        self,
+        cfg: TaskCfg,
+        error_key: str = "to_target",
+        kp: tuple[float, float, float] = (6.0, 6.0, 20.0),
+        kd: tuple[float, float, float] = (4.0, 4.0, 8.0),
+        max_speed: float = 1.0,
+        max_tilt: float = 0.5,
+        k_att: tuple[float, float, float] = (10.0, 10.0, 4.0),
+    ) -> None:
+        self.error_key = error_key
+        self.kp, self.kd, self.max_speed = np.asarray(kp), np.asarray(kd), max_speed
+        self.max_horizontal_acc = GRAVITY * math.tan(max_tilt)
+        self.k_att = np.asarray(k_att)
+        self.mass = cfg.action.neutral[0] / GRAVITY  # nominal mass, from the hover thrust
+        self.low, self.high = np.asarray(cfg.action.low), np.asarray(cfg.action.high)
+
+    def __call__(self, obs: Observation) -> FloatArray:
+        err = obs[self.error_key].astype(np.float64)
+        vel = obs["linvel"].astype(np.float64)
+        rot = obs["attitude"].astype(np.float64).reshape(-1, 3, 3)
+
+        # PD with the proportional part saturated to a speed: a = kd (v_des - v), v_des = kp/kd e.
+        v_des = _clip_norm(self.kp / self.kd * err, self.max_speed)
+        acc = self.kd * (v_des - vel)
+        acc[:, :2] = _clip_norm(acc[:, :2], self.max_horizontal_acc)
+        acc[:, 2] = np.clip(acc[:, 2], -0.6 * GRAVITY, 0.8 * GRAVITY)
+        force = self.mass * (acc + np.array([0.0, 0.0, GRAVITY]))
+        thrust = np.einsum("ni,ni->n", force, rot[:, :, 2])
+
+        # Desired attitude: body z along the force, body x as close as possible to the current heading.
+        z_des = force / np.linalg.norm(force, axis=1, keepdims=True)
+        heading = rot[:, :, 0].copy()
+        heading[:, 2] = 0.0
+        # Body x pointing straight up or down (past any crash tilt) has no heading: take world x.
+        heading[np.linalg.norm(heading, axis=1) < 1e-3] = (1.0, 0.0, 0.0)
+        y_des = np.cross(z_des, heading)
+        y_des /= np.linalg.norm(y_des, axis=1, keepdims=True)
+        rot_des = np.stack([np.cross(y_des, z_des), y_des, z_des], axis=2)
+        # Attitude error e_R = vee(R_d^T R - R^T R_d) / 2, in the body frame.
+        m = np.einsum("nji,njk->nik", rot_des, rot)
+        skew = m - np.swapaxes(m, 1, 2)
+        e_rot = 0.5 * np.stack([skew[:, 2, 1], skew[:, 0, 2], skew[:, 1, 0]], axis=1)
+        rates = -self.k_att * e_rot
+        return np.clip(np.concatenate([thrust[:, None], rates], axis=1), self.low, self.high)
+
+
+def _clip_norm(v: FloatArray, limit: float) -> FloatArray:
+    """Scale rows of ``v`` down to a norm of at most ``limit``."""
+    norm = np.linalg.norm(v, axis=1, keepdims=True)
+    return v * np.minimum(1.0, limit / np.maximum(norm, 1e-9))
+
+
+def _expert(cfg: TaskCfg) -> Expert:
+    return CascadedCtbrExpert(cfg)
+
+
+def _markers(env: TaskEnvView, world: int) -> list[Marker]:
+    return [Marker(tuple(env.state["target"][world]), TOLERANCE, (0.1, 0.9, 0.2, 0.4))]
+
+
+def make_cfg() -> TaskCfg:
+    return TaskCfg(
+        name="quadrotor_hover",
+        embodiment="drone",
+        description="Crazyflie: fly to a target 0.5 m away and hold it within 0.1 m (thrust and body rates).",
+        scene=drone_scene(camera_distance=0.8, camera_elevation=-20.0),
+        control_dt=CONTROL_DT,
+        episode_length=250,
+        action=ctbr_action(),
+        observations={
+            "to_target": ObsTerm(terms.state_minus_frame, "m", TARGET, noise_std=0.005),
+            **drone_observations(),
+        },
+        rewards={
+            "alive": RewardTerm(terms.constant, 1.0),
+            "distance": RewardTerm(terms.distance_to_state, -1.0, TARGET),
+            **drone_penalties(FLIGHT_BOX),
+        },
+        success=DoneTerm(
+            HeldAtEpisodeEnd(),
+            {**TARGET, "tolerance": TOLERANCE, "max_speed": MAX_SPEED, "hold_time": HOLD_TIME},
+        ),
+        terminations=drone_terminations(FLIGHT_BOX),
+        reset_events={
+            "target": EventTerm(
+                terms.sample_state_uniform, {"key": "target", "low": TARGET_LOW, "high": TARGET_HIGH}
+            ),
+            "drone": EventTerm(
+                place_near_state,
+                {"key": "target", "radius": START_RADIUS, "max_tilt": 0.3, "max_speed": 0.5, "max_rate": 1.0},
+            ),
+        },
+        state={"target": (3,)},
+        randomization=drone_randomization(),
+        end_on_success=False,
+        expert=_expert,
+        markers=_markers,
+    )

@@ -1,0 +1,169 @@
+"""quadrotor_waypoints: a Crazyflie flies through four random waypoints in order.
+
+Each world draws its own course at reset: a start point, then four waypoints each 0.6-1.0 m from
+the one before, inside a 3 m x 3 m x 1 m volume. A waypoint counts as passed when the drone comes
+within 0.15 m of it; the episode succeeds when the last one is passed, within 10 s, and ends
+early on a crash or on leaving the flight box. The policy sees the vectors to the current
+and to the next waypoint in the world frame, beside the drone's velocity and attitude, so it can
+plan its turn through the current one. Actions are collective thrust and body rates (see
+:mod:`robolearn.tasks.robots.crazyflie`) at 50 Hz, physics at 500 Hz.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robolearn.sim.backend import FloatArray, IntArray, Marker
+from robolearn.tasks import terms
+from robolearn.tasks.core import DoneTerm, EventTerm, Expert, ObsTerm, RewardTerm, TaskCfg, TaskEnvView
+from robolearn.tasks.quadrotor_hover import CascadedCtbrExpert
+from robolearn.tasks.robots.crazyflie import (
+    CONTROL_DT,
+    NAME,
+    BoolArray,
+    Box,
+    ctbr_action,
+    drone_observations,
+    drone_penalties,
+    drone_randomization,
+    drone_scene,
+    drone_terminations,
+    place_near_state,
+)
+
+NUM_WAYPOINTS = 4
+"""Waypoints per course."""
+RADIUS = 0.15
+"""Distance at which a waypoint counts as passed (m)."""
+COURSE_LOW = (-1.5, -1.5, 0.5)
+COURSE_HIGH = (1.5, 1.5, 1.5)
+"""The volume start points and waypoints are drawn in (m)."""
+LEG_LENGTH = (0.6, 1.0)
+"""Range of the distance from one waypoint to the next (m)."""
+FLIGHT_BOX: Box = ((-2.5, -2.5, -1.0), (2.5, 2.5, 2.5))
+"""Leaving this box (m) ends the episode."""
+
+
+# -- course ------------------------------------------------------------------------------------
+def sample_course(
+    env: TaskEnvView,
+    ids: IntArray,
+    start_key: str,
+    key: str,
+    leg_length: tuple[float, float],
+    low: tuple[float, float, float],
+    high: tuple[float, float, float],
+) -> None:
+    """Draw a chain of waypoints from a start point: each leg has a random direction (vertical
+    component halved, for a course mostly flown level) and a length in ``leg_length`` (m). A leg
+    that would leave the volume ``low``-``high`` is turned back along that axis, which keeps its
+    length (the result is clipped to the volume for the rare leg that fits neither way)."""
+    lo, hi = np.asarray(low), np.asarray(high)
+    point = env.state[start_key][ids]
+    for k in range(env.state[key].shape[1]):
+        direction = env.rng.normal(size=point.shape) * np.array([1.0, 1.0, 0.5])
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        leg = direction * env.rng.uniform(*leg_length, size=(len(ids), 1))
+        outside = (point + leg > hi) | (point + leg < lo)
+        point = np.clip(point + np.where(outside, -leg, leg), lo, hi)
+        env.state[key][ids, k] = point
+
+
+def _current(env: TaskEnvView, offset: int) -> FloatArray:
+    """(n, 3) the waypoint ``offset`` after the current one, the last one past the end."""
+    last = env.state["waypoints"].shape[1] - 1
+    index = np.minimum(env.state["waypoint_index"].astype(np.int64) + offset, last)
+    return env.state["waypoints"][np.arange(env.num_envs), index]
+
+
+def to_waypoint(env: TaskEnvView, frame: str, offset: int) -> FloatArray:
+    """Vector from a frame to the current waypoint (``offset`` 0) or the next (1), world frame (m)."""
+    return _current(env, offset) - env.sim.frame_pos(frame)
+
+
+def pass_waypoint(env: TaskEnvView, frame: str, radius: float) -> FloatArray:
+    """1 where the frame came within ``radius`` (m) of the current waypoint, which advances the
+    course (``env.state["waypoint_index"]``), else 0.
+
+    This reward term is where the course advances: rewards are evaluated first after a physics
+    step, so success, terminations and the next observation see the new waypoint.
+    """
+    left = env.state["waypoint_index"] < env.state["waypoints"].shape[1]
+    passed = left & (np.linalg.norm(to_waypoint(env, frame, 0), axis=1) < radius)
+    env.state["waypoint_index"] += passed
+    return passed.astype(np.float64)
+
+
+def speed_to_waypoint(env: TaskEnvView, frame: str) -> FloatArray:
+    """Velocity component towards the current waypoint (m/s): the rate at which the gap closes."""
+    gap = to_waypoint(env, frame, 0)
+    direction = gap / np.maximum(np.linalg.norm(gap, axis=1, keepdims=True), 1e-6)
+    return np.einsum("ni,ni->n", env.sim.frame_linvel(frame), direction)
+
+
+def course_done(env: TaskEnvView) -> BoolArray:
+    """True where every waypoint has been passed."""
+    return env.state["waypoint_index"] >= env.state["waypoints"].shape[1]
+
+
+# -- expert, markers ---------------------------------------------------------------------------
+def _expert(cfg: TaskCfg) -> Expert:
+    # The hover controller aimed at the current waypoint, allowed to fly faster.
+    return CascadedCtbrExpert(cfg, error_key="to_waypoint", max_speed=1.5)
+
+
+def _markers(env: TaskEnvView, world: int) -> list[Marker]:
+    """Passed waypoints grey, the current one green, those after it blue."""
+    index = int(env.state["waypoint_index"][world])
+    passed, current, ahead = (0.5, 0.5, 0.5, 0.3), (0.1, 0.9, 0.2, 0.6), (0.2, 0.5, 0.9, 0.5)
+    return [
+        Marker(tuple(pos), RADIUS, passed if k < index else current if k == index else ahead)
+        for k, pos in enumerate(env.state["waypoints"][world])
+    ]
+
+
+def make_cfg() -> TaskCfg:
+    return TaskCfg(
+        name="quadrotor_waypoints",
+        embodiment="drone",
+        description="Crazyflie: fly through four random waypoints in order, 0.15 m radius.",
+        scene=drone_scene(camera_distance=2.5, camera_elevation=-25.0),
+        control_dt=CONTROL_DT,
+        episode_length=500,
+        action=ctbr_action(),
+        observations={
+            "to_waypoint": ObsTerm(to_waypoint, "m", {"frame": NAME, "offset": 0}, noise_std=0.005),
+            "to_next_waypoint": ObsTerm(to_waypoint, "m", {"frame": NAME, "offset": 1}, noise_std=0.005),
+            **drone_observations(),
+        },
+        rewards={
+            "progress": RewardTerm(speed_to_waypoint, 1.0, {"frame": NAME}),
+            "waypoint": RewardTerm(pass_waypoint, 10.0, {"frame": NAME, "radius": RADIUS}),
+            **drone_penalties(FLIGHT_BOX),
+        },
+        success=DoneTerm(course_done),
+        terminations=drone_terminations(FLIGHT_BOX),
+        reset_events={
+            "start": EventTerm(
+                terms.sample_state_uniform, {"key": "start", "low": COURSE_LOW, "high": COURSE_HIGH}
+            ),
+            "drone": EventTerm(
+                place_near_state,
+                {"key": "start", "radius": 0.1, "max_tilt": 0.1, "max_speed": 0.1, "max_rate": 0.3},
+            ),
+            "course": EventTerm(
+                sample_course,
+                {
+                    "start_key": "start",
+                    "key": "waypoints",
+                    "leg_length": LEG_LENGTH,
+                    "low": COURSE_LOW,
+                    "high": COURSE_HIGH,
+                },
+            ),
+        },
+        state={"start": (3,), "waypoints": (NUM_WAYPOINTS, 3), "waypoint_index": ()},
+        randomization=drone_randomization(),
+        expert=_expert,
+        markers=_markers,
+    )

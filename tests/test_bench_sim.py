@@ -1,0 +1,74 @@
+"""The simulation benchmark runs end to end on a tiny configuration and reports every figure.
+
+Rates are only checked to be positive: the machines are shared, so timing thresholds would be noise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from robolearn.bench.report import format_table
+from robolearn.bench.sim import SimBenchCfg, run_sim_bench
+from robolearn.sim.backend import SimError
+from robolearn.tasks import task_names
+
+
+@pytest.fixture(scope="module")
+def bench() -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    messages: list[str] = []
+    rows, summary = run_sim_bench(SimBenchCfg(num_envs=2, seconds=0.2, rounds=1), progress=messages.append)
+    return rows, summary, messages
+
+
+def test_summary_has_every_figure(bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]]) -> None:
+    _, summary, _ = bench
+    json.dumps(summary)  # the CLI prints it as the last line
+    assert summary["num_envs"] == 2
+    assert summary["machine"]["cpu_count"] >= 1
+    assert summary["versions"]["mujoco"] and summary["versions"]["gymnasium"]
+    ant = summary["ant"]
+    for name in ("robolearn mujoco_batch", "gymnasium async", "raw mujoco.batch"):
+        assert ant[name] > 0, name
+    assert summary["panda"]["robolearn mujoco_batch"] > 0 and summary["panda"]["raw mujoco.batch"] > 0
+    for key in ("ant_vs_raw", "ant_vs_gymnasium", "panda_vs_raw"):
+        assert summary[key] > 0, key
+    if ant["envpool"] is None:
+        assert ant["unavailable"]["envpool"]
+        assert summary["ant_vs_envpool"] is None
+    else:
+        assert summary["ant_vs_envpool"] == pytest.approx(ant["robolearn mujoco_batch"] / ant["envpool"])
+    assert summary["ant_vs_raw"] == pytest.approx(ant["robolearn mujoco_batch"] / ant["raw mujoco.batch"])
+    assert set(summary["goals"]) == {"ant_vs_envpool", "ant_vs_raw", "panda_vs_raw"}
+
+
+def test_every_task_is_measured_on_one_world(
+    bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]],
+) -> None:
+    _, summary, _ = bench
+    assert set(summary["single"]) == set(task_names())
+    for task, figures in summary["single"].items():
+        assert figures["mujoco"] > 0, task
+        # A backend the task does not run on, or one that failed, is null with its reason.
+        for backend in ("mujoco", "pybullet"):
+            if figures.get(backend) is None:
+                assert figures["unavailable"][backend], (task, backend)
+    assert summary["single"]["ant"]["pybullet"] is None
+
+
+def test_table_has_a_row_per_contender(bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]]) -> None:
+    rows, _, messages = bench
+    table = format_table(rows)
+    lines = table.splitlines()
+    assert len(lines) == len(rows) + 2  # header and rule
+    assert "envpool" in table and "gymnasium async" in table and "raw mujoco.batch" in table
+    assert any(m.startswith("ant: robolearn mujoco_batch, round 1/1") for m in messages)
+
+
+def test_bad_configuration_is_refused() -> None:
+    with pytest.raises(SimError, match="seconds must be positive, got 0"):
+        run_sim_bench(SimBenchCfg(seconds=0.0))
+    with pytest.raises(SimError, match="rounds must be at least 1"):
+        run_sim_bench(SimBenchCfg(rounds=0))
