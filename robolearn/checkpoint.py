@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +129,11 @@ class Loaded:
 
     def optimizer_state(self) -> dict[str, Any]:
         # weights_only: tensors and plain containers only, never arbitrary objects.
-        result: dict[str, Any] = torch.load(self.path / "optimizer.pt", weights_only=True, map_location="cpu")
+        try:
+            result: dict[str, Any] = torch.load(self.path / "optimizer.pt", weights_only=True, map_location="cpu")
+        except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CorruptFileError(f"checkpoint {self.path}: optimizer.pt refused ({first})") from None
         return result
 
     def replay(self, which: str) -> ReplayBuffer | None:

@@ -9,6 +9,7 @@ randomization) is an array operation over worlds. :class:`TaskGymEnv` is the sin
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -43,7 +44,8 @@ class TaskEnv(VectorEnv):
         render_size: tuple[int, int] = (320, 240),
         nthread: int = 0,
     ) -> None:
-        self.cfg = make_task_cfg(task) if isinstance(task, str) else task
+        # A private copy: terms with memory (small classes) must not be shared between environments.
+        self.cfg = make_task_cfg(task) if isinstance(task, str) else copy.deepcopy(task)
         if backend not in self.cfg.backends:
             raise TaskError(
                 f"task {self.cfg.name} does not run on backend {backend!r}; "
@@ -196,6 +198,8 @@ class TaskEnv(VectorEnv):
         self.sim.step(ctrl, self.cfg.substeps)
         self.step_count += 1
         unstable = self.sim.unstable_worlds().copy()
+        for update in self.cfg.updates.values():
+            update.fn(self, **update.params)
 
         reward = np.zeros(self.num_envs)
         for term in self.cfg.rewards.values():

@@ -4,7 +4,8 @@ After FastRLAP (Stachowicz et al., 2023, arXiv:2304.09831): the car must pass wi
 ``CHECKPOINT_RADIUS`` of each checkpoint in order; the reward is progress toward the next
 checkpoint, a bonus per checkpoint and a time penalty. Each world draws its own course at every
 reset: ``NUM_CHECKPOINTS`` points on a jittered ellipse a few metres across, rotated at random and
-driven clockwise or counter-clockwise; the car starts on the loop before the first checkpoint.
+driven clockwise or counter-clockwise; the car starts at rest on the loop where the lap ends
+(the last checkpoint), heading along it.
 
 The car's position is its rear axle centre (``base_link`` of the MIT RACECAR, where its odometry
 is reported), and every observation is in the car's own frame (x forward, y left), so a policy
@@ -27,6 +28,7 @@ from robolearn.tasks.core import (
     Observation,
     ObsTerm,
     RewardTerm,
+    StepTerm,
     TaskCfg,
     TaskEnvView,
 )
@@ -70,26 +72,21 @@ def _checkpoint_xy(env: TaskEnvView, offset: int) -> FloatArray:
     return env.state["checkpoints"][np.arange(env.num_envs), index]
 
 
-def update_checkpoints(env: TaskEnvView) -> None:
-    """Once per control step: score progress toward the next checkpoint and advance past a reached one.
+def advance_checkpoints(env: TaskEnvView) -> None:
+    """After every step: score progress toward the next checkpoint and move past a reached one.
 
-    Progress is the decrease of the distance to the same checkpoint since the last step; terms that
-    read the checkpoint state call this first, and only the first call in a step does anything.
+    Progress is the decrease of the distance to the same checkpoint since the last step, so
+    reaching a checkpoint and facing the next, farther one costs nothing.
     """
     state = env.state
-    stale = state["updated_at"][:, 0] != env.step_count
-    if not stale.any():
-        return
-    racing = stale & (state["next_index"][:, 0] < NUM_CHECKPOINTS)
+    racing = state["next_index"][:, 0] < NUM_CHECKPOINTS
     distance = np.linalg.norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
     reached = racing & (distance < CHECKPOINT_RADIUS)
-    state["progress"][stale, 0] = np.where(racing, state["distance"][:, 0] - distance, 0.0)[stale]
-    state["reached"][stale, 0] = reached[stale]
-    state["updated_at"][stale, 0] = env.step_count[stale]
+    state["progress"][:, 0] = np.where(racing, state["distance"][:, 0] - distance, 0.0)
+    state["reached"][:, 0] = reached
     state["next_index"][:, 0] += reached
-    # From here on, distances are measured to the new next checkpoint.
     fresh = np.linalg.norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
-    state["distance"][stale, 0] = np.where(reached, fresh, distance)[stale]
+    state["distance"][:, 0] = np.where(reached, fresh, distance)
 
 
 def sample_course(env: TaskEnvView, ids: IntArray) -> None:
@@ -121,7 +118,6 @@ def sample_course(env: TaskEnvView, ids: IntArray) -> None:
 # -- observations -------------------------------------------------------------------------------
 def checkpoint_in_body(env: TaskEnvView, offset: int) -> FloatArray:
     """Vector from the car to the checkpoint ``offset`` places after the next, in the car's frame (m)."""
-    update_checkpoints(env)
     offset_xy = _checkpoint_xy(env, offset) - _car_xy(env)
     world = np.column_stack([offset_xy, np.zeros(env.num_envs)])
     return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), world)[:, :2]
@@ -145,19 +141,16 @@ def steering_angle(env: TaskEnvView) -> FloatArray:
 # -- rewards, success, terminations -----------------------------------------------------------
 def checkpoint_progress(env: TaskEnvView) -> FloatArray:
     """Decrease of the distance to the next checkpoint in the last step (m)."""
-    update_checkpoints(env)
     return env.state["progress"][:, 0]
 
 
 def checkpoint_reached(env: TaskEnvView) -> FloatArray:
     """One in the step a checkpoint is reached."""
-    update_checkpoints(env)
     return env.state["reached"][:, 0]
 
 
 def lap_complete(env: TaskEnvView) -> BoolArray:
     """True once every checkpoint has been reached in order."""
-    update_checkpoints(env)
     return env.state["next_index"][:, 0] >= NUM_CHECKPOINTS
 
 
@@ -178,12 +171,17 @@ class PurePursuitExpert:
     falls with the angle of that turn. A checkpoint inside the full-lock turning circle cannot be
     reached going forward (the car would circle it): the car then backs up at opposite lock until
     it is outside the circle again, reading from the last action whether it is backing up.
+
+    Parameters: ``lateral_accel`` and ``brake_accel`` (m/s^2) the car is asked for, half a g and
+    less, inside the tyres' grip at the low end of the friction randomization; ``corner_speed``
+    (m/s) at a 90-degree and at a straight checkpoint; ``cut``, how far toward the next leg the
+    target moves, as a fraction of the checkpoint radius; ``reverse_speed`` (m/s).
     """
 
     def __init__(
         self,
         cfg: TaskCfg,
-        lateral_accel: float = 6.0,
+        lateral_accel: float = 5.0,
         brake_accel: float = 4.0,
         corner_speed: tuple[float, float] = (1.2, 3.0),
         cut: float = 0.6,
@@ -260,6 +258,7 @@ def make_cfg() -> TaskCfg:
             camera=CameraCfg((0.0, 0.0, 0.0), 8.0, 90.0, -89.0),
         ),
         control_dt=0.02,
+        # 10 s: the scripted expert's laps take 3.5 to 5.5 s.
         episode_length=500,
         action=speed_steer_action(),
         observations={
@@ -270,6 +269,8 @@ def make_cfg() -> TaskCfg:
             "steering_angle": ObsTerm(steering_angle, "rad", noise_std=0.01),
             "last_action": ObsTerm(terms.last_action, "m/s, rad"),
         },
+        # A lap earns about 8 (metres of progress) plus 8 (checkpoints); the time penalty, 0.5 per
+        # second, makes a faster lap worth more.
         rewards={
             "progress": RewardTerm(checkpoint_progress, 1.0),
             "checkpoint": RewardTerm(checkpoint_reached, 1.0),
@@ -288,14 +289,16 @@ def make_cfg() -> TaskCfg:
             ),
         },
         reset_events={"course": EventTerm(sample_course)},
+        updates={"checkpoints": StepTerm(advance_checkpoints)},
         state={
-            "checkpoints": (NUM_CHECKPOINTS, 2),
-            "next_index": (1,),
-            "distance": (1,),
-            "progress": (1,),
-            "reached": (1,),
-            "updated_at": (1,),
+            "checkpoints": (NUM_CHECKPOINTS, 2),  # world x, y (m), in the order to pass them
+            "next_index": (1,),  # checkpoints passed so far
+            "distance": (1,),  # to the next checkpoint after the last step (m)
+            "progress": (1,),  # decrease of that distance in the last step (m)
+            "reached": (1,),  # 1 in the step a checkpoint was passed
         },
+        # Mass: battery and payload. Friction: floors from polished concrete to carpet. Gain: battery
+        # voltage. Latency: one control step of radio and motor controller delay.
         randomization=DomainRandCfg(
             mass_scale=(0.8, 1.25),
             friction_scale=(0.7, 1.2),

@@ -95,6 +95,16 @@ class EventTerm:
 
 
 @dataclass(frozen=True)
+class StepTerm:
+    """Task bookkeeping after every physics step, before rewards: advancing a waypoint, a lap."""
+
+    fn: Callable[..., None]
+    """``fn(env, **params)``; updates ``env.state`` for all worlds."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``fn``."""
+
+
+@dataclass(frozen=True)
 class ActionCfg:
     """The action space in physical units and how an action becomes controller inputs."""
 
@@ -168,6 +178,8 @@ class TaskCfg:
     """Conditions that end an episode besides the episode length."""
     reset_events: dict[str, EventTerm] = field(default_factory=dict)
     """Applied in order to worlds being reset, after they return to the nominal state."""
+    updates: dict[str, StepTerm] = field(default_factory=dict)
+    """Applied in order after every physics step, before rewards, successes and terminations."""
     state: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """Per-world task state to allocate: name to the shape of one world's entry."""
     randomization: DomainRandCfg = field(default_factory=DomainRandCfg)
@@ -210,7 +222,7 @@ class TaskCfg:
         if unknown:
             raise TaskError(f"task {self.name}: unknown backends {sorted(unknown)}; known: {list(BACKENDS)}")
         terms: list[tuple[str, Any]] = [("action", self.action), ("success", self.success)]
-        for group in ("observations", "rewards", "terminations", "reset_events"):
+        for group in ("observations", "rewards", "terminations", "reset_events", "updates"):
             terms += [(f"{group}.{k}", v) for k, v in getattr(self, group).items()]
         for label, term in terms:
             fn = term.to_controls if isinstance(term, ActionCfg) else term.fn

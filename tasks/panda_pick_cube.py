@@ -28,6 +28,7 @@ from robolearn.tasks.robots.panda import (
     HOME_LOW,
     MAX_OPENING,
     ee_delta_action,
+    ee_target_offset,
     panda_robot,
     servo_step,
 )
@@ -77,7 +78,8 @@ class PickExpert:
         target = rel.copy()
         target[:, 2] += 0.06 * np.clip((horizontal - 0.005) / 0.015, 0.0, 1.0)
         around_cube = (horizontal < 0.012) & (rel[:, 2] > -0.008)
-        grasped = (width < 2 * HALF + 0.006) & (np.linalg.norm(rel, axis=1) < 0.03)
+        # The margin allows a cube held across its diagonal (rigid contacts can leave it turned).
+        grasped = (width < 2 * HALF + 0.015) & (np.linalg.norm(rel, axis=1) < 0.03)
         target[around_cube] = 0.0
         target[grasped] = [0.0, 0.0, 1.0]
         gripper = np.where(around_cube | grasped, 0.0, MAX_OPENING)
@@ -112,6 +114,7 @@ def make_cfg() -> TaskCfg:
         observations={
             "ee_pos": ObsTerm(terms.frame_pos, "m", {"frame": "ee"}, noise_std=0.001),
             "ee_vel": ObsTerm(terms.frame_linvel, "m/s", {"frame": "ee"}, noise_std=0.005),
+            "ee_target_offset": ObsTerm(ee_target_offset, "m"),
             "gripper_opening": ObsTerm(terms.joint_pos_sum, "m", {"joints": FINGER_JOINTS}, noise_std=0.0005),
             "cube_pos": ObsTerm(terms.frame_pos, "m", {"frame": "cube"}, noise_std=0.002),
             "cube_from_ee": ObsTerm(

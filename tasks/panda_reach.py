@@ -18,7 +18,14 @@ from robolearn.tasks.core import (
     TaskCfg,
     TaskEnvView,
 )
-from robolearn.tasks.robots.panda import ARM_JOINTS, MAX_OPENING, ee_delta_action, panda_robot, servo_step
+from robolearn.tasks.robots.panda import (
+    ARM_JOINTS,
+    MAX_OPENING,
+    ee_delta_action,
+    ee_target_offset,
+    panda_robot,
+    servo_step,
+)
 
 GOAL_LOW = (0.3, -0.25, 0.1)
 GOAL_HIGH = (0.6, 0.25, 0.45)
@@ -58,6 +65,7 @@ def make_cfg() -> TaskCfg:
         observations={
             "ee_pos": ObsTerm(terms.frame_pos, "m", {"frame": "ee"}, noise_std=0.001),
             "ee_vel": ObsTerm(terms.frame_linvel, "m/s", {"frame": "ee"}, noise_std=0.005),
+            "ee_target_offset": ObsTerm(ee_target_offset, "m"),
             "goal_from_ee": ObsTerm(
                 terms.state_minus_frame, "m", {"key": "goal", "frame": "ee"}, noise_std=0.001
             ),

@@ -15,7 +15,7 @@ import numpy as np
 
 from robolearn.sim.backend import FloatArray, IntArray, Marker
 from robolearn.tasks import terms
-from robolearn.tasks.core import DoneTerm, EventTerm, Expert, ObsTerm, RewardTerm, TaskCfg, TaskEnvView
+from robolearn.tasks.core import DoneTerm, EventTerm, Expert, ObsTerm, RewardTerm, StepTerm, TaskCfg, TaskEnvView
 from robolearn.tasks.quadrotor_hover import CascadedCtbrExpert
 from robolearn.tasks.robots.crazyflie import (
     CONTROL_DT,
@@ -81,17 +81,17 @@ def to_waypoint(env: TaskEnvView, frame: str, offset: int) -> FloatArray:
     return _current(env, offset) - env.sim.frame_pos(frame)
 
 
-def pass_waypoint(env: TaskEnvView, frame: str, radius: float) -> FloatArray:
-    """1 where the frame came within ``radius`` (m) of the current waypoint, which advances the
-    course (``env.state["waypoint_index"]``), else 0.
-
-    This reward term is where the course advances: rewards are evaluated first after a physics
-    step, so success, terminations and the next observation see the new waypoint.
-    """
+def advance_waypoint(env: TaskEnvView, frame: str, radius: float) -> None:
+    """Move on to the next waypoint where the frame came within ``radius`` (m) of the current one."""
     left = env.state["waypoint_index"] < env.state["waypoints"].shape[1]
     passed = left & (np.linalg.norm(to_waypoint(env, frame, 0), axis=1) < radius)
+    env.state["waypoint_passed"] = passed.astype(np.float64)
     env.state["waypoint_index"] += passed
-    return passed.astype(np.float64)
+
+
+def waypoint_passed(env: TaskEnvView) -> FloatArray:
+    """1 where a waypoint was passed in this step, else 0."""
+    return env.state["waypoint_passed"]
 
 
 def speed_to_waypoint(env: TaskEnvView, frame: str) -> FloatArray:
@@ -138,9 +138,10 @@ def make_cfg() -> TaskCfg:
         },
         rewards={
             "progress": RewardTerm(speed_to_waypoint, 1.0, {"frame": NAME}),
-            "waypoint": RewardTerm(pass_waypoint, 10.0, {"frame": NAME, "radius": RADIUS}),
+            "waypoint": RewardTerm(waypoint_passed, 10.0),
             **drone_penalties(FLIGHT_BOX),
         },
+        updates={"course": StepTerm(advance_waypoint, {"frame": NAME, "radius": RADIUS})},
         success=DoneTerm(course_done),
         terminations=drone_terminations(FLIGHT_BOX),
         reset_events={
@@ -162,7 +163,7 @@ def make_cfg() -> TaskCfg:
                 },
             ),
         },
-        state={"start": (3,), "waypoints": (NUM_WAYPOINTS, 3), "waypoint_index": ()},
+        state={"start": (3,), "waypoints": (NUM_WAYPOINTS, 3), "waypoint_index": (), "waypoint_passed": ()},
         randomization=drone_randomization(),
         expert=_expert,
         markers=_markers,

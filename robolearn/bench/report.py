@@ -11,6 +11,7 @@ COLUMNS = (
     ("num_envs", "envs"),
     ("steps_per_s", "env steps/s (best)"),
     ("median_steps_per_s", "median"),
+    ("steps_per_cpu_s", "per CPU-s (best)"),
     ("reference_ratio", "ref/this"),
     ("note", "note"),
 )
@@ -33,7 +34,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     cells = [[header for _, header in COLUMNS]]
     cells += [[_cell(key, row.get(key)) for key, _ in COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
-    numbers = ("num_envs", "steps_per_s", "median_steps_per_s", "reference_ratio")
+    numbers = ("num_envs", "steps_per_s", "median_steps_per_s", "steps_per_cpu_s", "reference_ratio")
     numeric = [key in numbers for key, _ in COLUMNS]
     lines = []
     for line in cells:

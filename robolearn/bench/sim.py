@@ -5,10 +5,12 @@ Three parts, each a set of contenders measured in turn:
 
 - ``ant``: Ant-v5 with ``num_envs`` worlds as robolearn's ``TaskEnv("ant", "mujoco_batch")``, as
   Gymnasium's asynchronous vector env (one process per world), as EnvPool's C++ thread pool, and as
-  the raw limit: ``mujoco.batch`` stepping robolearn's compiled model five physics steps per call
-  from the same start, with the same controls written and nothing else (no task code).
+  the raw limit: ``mujoco.batch`` stepping robolearn's compiled model five physics steps per call.
 - ``panda``: ``panda_pick_cube`` on ``mujoco_batch`` against ``mujoco.batch`` stepping its compiled
-  model ``substeps`` physics steps per call, holding the controls of the neutral action.
+  model ``substeps`` physics steps per call.
+
+The raw engine runs no task code: from the same start as robolearn's environment it writes the
+controls that environment's action term made of the same actions (recorded beforehand), then steps.
 - ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``.
 
 Every contender steps with random actions drawn before timing, so drawing them is not timed.
@@ -175,21 +177,27 @@ def _robolearn(env: TaskEnv, actions: npt.NDArray[np.float64], name: str) -> _Co
     return _Contender(name, step, env.num_envs, note, env.close)
 
 
-def _raw(env: TaskEnv, ctrl_batches: npt.NDArray[np.float64] | None, nthread: int) -> _Contender:
-    """mujoco.batch on the env's compiled model, from the env's current state, no task code.
+def _raw(env: TaskEnv, actions: npt.NDArray[np.float64], nthread: int, seed: int) -> _Contender:
+    """mujoco.batch on the env's compiled model with no task code, from the env's current state.
 
-    With ``ctrl_batches``, each call first writes the next batch of controls; without, the env's
-    current controls are held.
+    Each call writes the next batch of the controls the env's action term made of ``actions``,
+    recorded by stepping the env through them once (then the env is reset), and steps the physics.
     """
     sim: Any = env.sim
     batch = mujoco.batch.Batch(sim.model, env.num_envs, nthread=nthread)
     batch.state[:] = sim.batch.state
+    controls = np.empty((len(actions), env.num_envs, sim.num_controls))
+    env.autoreset = False  # a reset would zero a world's controls before they are recorded
+    for i, action in enumerate(actions):
+        env.step(action)
+        controls[i] = sim.mj_field("ctrl")
+    env.autoreset = True
+    env.reset(seed=seed)
     ctrl = batch.bind("ctrl")
     substeps = env.cfg.substeps
 
     def step(i: int) -> None:
-        if ctrl_batches is not None:
-            ctrl[:] = ctrl_batches[i % ACTION_BATCHES]
+        ctrl[:] = controls[i % len(controls)]
         batch.step(nstep=substeps)
 
     note = f"mujoco.batch.step(nstep={substeps}), {batch.nthread} threads"
@@ -234,6 +242,7 @@ def _ant_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> tuple[list[_C
         cleanup.callback(env.close)
         env.reset()
         actions = _random_actions(env, rng)
+        raw = _raw(env, actions, cfg.nthread, cfg.seed)
         contenders = [
             _robolearn(env, actions, ROBOLEARN),
             _Contender(
@@ -242,7 +251,7 @@ def _ant_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> tuple[list[_C
                 n,
                 f"make_vec(vectorization_mode='async'): {n} processes",
                 gym_env.close,
-                tuple(p.pid for p in gym_env.processes),
+                tuple(p.pid for p in getattr(gym_env, "processes", ())),
             ),
         ]
         pool = _envpool_ant(cfg, unavailable)
@@ -253,7 +262,7 @@ def _ant_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> tuple[list[_C
             contenders.append(
                 _Contender(ENVPOOL, lambda i: pool.step(actions[i % ACTION_BATCHES]), n, note, pool.close)
             )
-        contenders.append(_raw(env, actions, cfg.nthread))
+        contenders.append(raw)
         cleanup.pop_all()  # built: the contenders close what they hold
     return contenders, unavailable
 
@@ -261,10 +270,9 @@ def _ant_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> tuple[list[_C
 def _panda_contenders(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
     env = TaskEnv("panda_pick_cube", "mujoco_batch", cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread)
     env.reset()
-    # The raw engine holds the controls of the neutral action (hold still, hand open) from the reset pose.
-    env.step(np.tile(env.cfg.action.neutral, (env.num_envs, 1)))
-    raw = _raw(env, None, cfg.nthread)
-    return [_robolearn(env, _random_actions(env, rng), ROBOLEARN), raw]
+    actions = _random_actions(env, rng)
+    raw = _raw(env, actions, cfg.nthread, cfg.seed)
+    return [_robolearn(env, actions, ROBOLEARN), raw]
 
 
 def _single_contenders(
@@ -299,13 +307,13 @@ def _time_part(
     reference: str,
     cfg: SimBenchCfg,
     progress: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
-    """Time the contenders, then close them; return their table rows and every run's rate.
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[float]]]]:
+    """Time the contenders, then close them; return their table rows and every run's rates.
 
-    A row's ``reference_ratio`` is the reference contender's figure over the row's.
+    A row's ``reference_ratio`` is the reference contender's wall-clock figure over the row's.
     """
     try:
-        rates = _measure(part, contenders, cfg, progress)
+        rates, cpu_rates = _measure(part, contenders, cfg, progress)
     finally:
         for c in contenders:
             c.close()
@@ -317,32 +325,42 @@ def _time_part(
             "num_envs": c.num_envs,
             "steps_per_s": best[c.name],
             "median_steps_per_s": statistics.median(rates[c.name]),
+            "steps_per_cpu_s": max(cpu_rates[c.name]),
             "reference_ratio": _ratio(best.get(reference), best[c.name]),
             "note": c.note,
         }
         for c in contenders
     ]
-    rows += [
-        {
-            "part": part,
-            "contender": name,
-            "num_envs": None,
-            "steps_per_s": None,
-            "median_steps_per_s": None,
-            "reference_ratio": None,
-            "note": reason,
-        }
-        for name, reason in unavailable.items()
-    ]
-    return rows, rates
+    rows += [_row_of_unavailable(part, name, reason) for name, reason in unavailable.items()]
+    runs = {c.name: {"steps_per_s": rates[c.name], "steps_per_cpu_s": cpu_rates[c.name]} for c in contenders}
+    return rows, runs
 
 
-def _figures(rates: dict[str, list[float]], unavailable: dict[str, str]) -> dict[str, Any]:
-    """A part's summary: each contender's best rate, None for those that could not run, and why."""
-    figures: dict[str, Any] = {name: max(r) for name, r in rates.items()} | dict.fromkeys(unavailable)
+def _row_of_unavailable(part: str, name: str, reason: str) -> dict[str, Any]:
+    empty = ("num_envs", "steps_per_s", "median_steps_per_s", "steps_per_cpu_s", "reference_ratio")
+    return {"part": part, "contender": name} | dict.fromkeys(empty) | {"note": reason}
+
+
+def _figures(
+    runs: dict[str, dict[str, list[float]]], unavailable: dict[str, str], kind: str = "steps_per_s"
+) -> dict[str, Any]:
+    """Each contender's best rate of one kind, None for those that could not run, and why."""
+    figures: dict[str, Any] = {name: max(r[kind]) for name, r in runs.items()} | dict.fromkeys(unavailable)
     if unavailable:
         figures["unavailable"] = dict(unavailable)
     return figures
+
+
+def _ratios(ant: dict[str, Any] | None, panda: dict[str, Any] | None) -> dict[str, float | None]:
+    """The headline ratios of robolearn's batched environments, from the parts that ran."""
+    ratios: dict[str, float | None] = {}
+    if ant is not None:
+        ratios["ant_vs_envpool"] = _ratio(ant[ROBOLEARN], ant.get(ENVPOOL))
+        ratios["ant_vs_gymnasium"] = _ratio(ant[ROBOLEARN], ant[GYMNASIUM])
+        ratios["ant_vs_raw"] = _ratio(ant[ROBOLEARN], ant[RAW])
+    if panda is not None:
+        ratios["panda_vs_raw"] = _ratio(panda[ROBOLEARN], panda[RAW])
+    return ratios
 
 
 def _versions() -> dict[str, str | None]:
@@ -391,7 +409,7 @@ def run_sim_bench(
     say = progress if progress is not None else log.info
     rng = np.random.default_rng(cfg.seed)
     rows: list[dict[str, Any]] = []
-    runs: dict[str, dict[str, list[float]]] = {}
+    runs: dict[str, dict[str, dict[str, list[float]]]] = {}
     summary: dict[str, Any] = {
         "num_envs": cfg.num_envs,
         "seconds": cfg.seconds,
@@ -400,34 +418,36 @@ def run_sim_bench(
         "machine": _machine(),
         "versions": _versions(),
     }
+    unavailable: dict[str, dict[str, str]] = {}
     if "ant" in cfg.parts:
         say(f"ant: building {cfg.num_envs} worlds per contender")
-        contenders, unavailable = _ant_contenders(cfg, rng)
-        part_rows, runs["ant"] = _time_part("ant", contenders, unavailable, ROBOLEARN, cfg, say)
+        contenders, unavailable["ant"] = _ant_contenders(cfg, rng)
+        part_rows, runs["ant"] = _time_part("ant", contenders, unavailable["ant"], ROBOLEARN, cfg, say)
         rows += part_rows
-        ant = summary["ant"] = _figures(runs["ant"], unavailable)
-        summary["ant_vs_envpool"] = _ratio(ant[ROBOLEARN], ant.get(ENVPOOL))
-        summary["ant_vs_gymnasium"] = _ratio(ant[ROBOLEARN], ant[GYMNASIUM])
-        summary["ant_vs_raw"] = _ratio(ant[ROBOLEARN], ant[RAW])
     if "panda" in cfg.parts:
         say(f"panda: building {cfg.num_envs} worlds per contender")
+        unavailable["panda"] = {}
         part_rows, runs["panda"] = _time_part("panda", _panda_contenders(cfg, rng), {}, ROBOLEARN, cfg, say)
         rows += part_rows
-        panda = summary["panda"] = _figures(runs["panda"], {})
-        summary["panda_vs_raw"] = _ratio(panda[ROBOLEARN], panda[RAW])
-    if "single" in cfg.parts:
-        summary["single"] = {}
-        for task in task_names():
-            contenders, unavailable = _single_contenders(task, cfg, rng)
-            part = f"single {task}"
-            part_rows, runs[part] = _time_part(part, contenders, unavailable, "mujoco", cfg, say)
-            rows += part_rows
-            summary["single"][task] = _figures(runs[part], unavailable)
+    batched = [part for part in ("ant", "panda") if part in runs]
+    for part in batched:
+        summary[part] = _figures(runs[part], unavailable[part])
+    summary |= _ratios(summary.get("ant"), summary.get("panda"))
     summary["goals"] = {
         key: {"goal": goal, "met": None if summary[key] is None else summary[key] >= goal}
         for key, goal in GOALS.items()
         if key in summary
     }
+    per_cpu = {part: _figures(runs[part], unavailable[part], "steps_per_cpu_s") for part in batched}
+    summary["per_cpu_second"] = per_cpu | _ratios(per_cpu.get("ant"), per_cpu.get("panda"))
+    if "single" in cfg.parts:
+        summary["single"] = {}
+        for task in task_names():
+            contenders, missing = _single_contenders(task, cfg, rng)
+            label = f"single {task}"
+            part_rows, runs[label] = _time_part(label, contenders, missing, "mujoco", cfg, say)
+            rows += part_rows
+            summary["single"][task] = _figures(runs[label], missing)
     summary["runs"] = runs
     summary["machine"]["load_average_1min_at_end"] = os.getloadavg()[0]
     return rows, summary

@@ -68,6 +68,15 @@ def ee_delta_to_controls(env: TaskEnvView, action: FloatArray, max_lead: float =
     return np.concatenate([target, np.zeros((env.num_envs, 3)), fingers], axis=1)
 
 
+def ee_target_offset(env: TaskEnvView) -> FloatArray:
+    """Where the impedance target is relative to the tool (m): the commanded pose, which the robot knows.
+
+    Without it the spring's stretch, and so the coming motion, would be hidden from a policy.
+    """
+    offset = env.state["ee_target"] - env.sim.frame_pos("ee")
+    return np.where((env.step_count == 0)[:, None], 0.0, offset)
+
+
 def ee_delta_action(max_step: float = 0.02) -> ActionCfg:
     """End-effector displacement per control step (m) plus gripper opening (m).
 

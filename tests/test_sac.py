@@ -1,0 +1,76 @@
+"""The learner's parts: a batched critic ensemble equal to separate critics, log-probabilities, updates."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.distributions import Normal, TanhTransform, TransformedDistribution
+
+from robolearn.sac import SAC, CriticEnsemble, EnsembleLayerNorm, EnsembleLinear, SACConfig
+
+
+def test_batched_ensemble_equals_each_critic_alone() -> None:
+    torch.manual_seed(0)
+    critic = CriticEnsemble(5, 7, 3, (32, 32), layer_norm=True)
+    obs, act = torch.randn(16, 7), torch.randn(16, 3)
+    together = critic(obs, act)
+    assert together.shape == (5, 16)
+    x = torch.cat([obs, act], dim=-1)
+    for i in range(5):
+        h = x
+        for layer in critic.net:
+            if isinstance(layer, EnsembleLinear):
+                h = h @ layer.weight[i] + layer.bias[i]
+            elif isinstance(layer, EnsembleLayerNorm):
+                h = torch.nn.functional.layer_norm(h, h.shape[-1:]) * layer.weight[i] + layer.bias[i]
+            else:
+                h = layer(h)
+        torch.testing.assert_close(together[i], h.squeeze(-1))
+
+
+def test_actor_log_probability_matches_torch_distributions() -> None:
+    torch.manual_seed(1)
+    agent = SAC(6, 2, SACConfig(hidden=(16,)), torch.device("cpu"))
+    obs = torch.randn(64, 6)
+    torch.manual_seed(2)
+    action, logp = agent.actor.sample(obs)
+    mean, log_std = agent.actor(obs)
+    dist = TransformedDistribution(Normal(mean, log_std.exp()), [TanhTransform(cache_size=1)])
+    expected = dist.log_prob(action.clamp(-1 + 1e-6, 1 - 1e-6)).sum(-1)
+    torch.testing.assert_close(logp, expected, atol=2e-3, rtol=1e-3)
+    assert action.abs().max() <= 1.0
+
+
+def test_updates_fit_a_fixed_batch_and_tune_the_temperature() -> None:
+    torch.manual_seed(3)
+    cfg = SACConfig(hidden=(64, 64), batch_size=64, utd_ratio=2, num_critics=4, critic_subsample=2)
+    agent = SAC(4, 2, cfg, torch.device("cpu"))
+    n = cfg.batch_size * cfg.utd_ratio
+    obs, act = torch.randn(n, 4), torch.rand(n, 2) * 2 - 1
+    rew, term = obs[:, 0].clone(), torch.ones(n)  # terminal: Q(s, a) should become r(s)
+    first = agent.update(obs, act, rew, obs, term)
+    for _ in range(300):
+        last = agent.update(obs, act, rew, obs, term)
+    assert last["critic_loss"] < 0.1 * first["critic_loss"]
+    assert agent.updates == 301 * cfg.utd_ratio
+    assert last["temperature"] != pytest.approx(first["temperature"])
+    assert math.isfinite(last["actor_loss"])
+
+
+def test_inconsistent_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="critic_subsample must be between 1 and num_critics=2"):
+        SACConfig(num_critics=2, critic_subsample=3).check()
+    with pytest.raises(ValueError, match="utd_ratio"):
+        SACConfig(utd_ratio=0).check()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_learner_runs_on_cuda() -> None:
+    agent = SAC(4, 2, SACConfig(hidden=(32,), batch_size=8), torch.device("cuda"))
+    dev = torch.device("cuda")
+    x = torch.randn(8, 4, device=dev)
+    out = agent.update(x, torch.zeros(8, 2, device=dev), torch.zeros(8, device=dev), x, torch.zeros(8, device=dev))
+    assert math.isfinite(out["critic_loss"])

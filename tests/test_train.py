@@ -1,0 +1,138 @@
+"""Training end to end: it learns, a seed repeats a run, a killed run resumes, bad checkpoints are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from robolearn.checkpoint import load_checkpoint
+from robolearn.sac import SACConfig
+from robolearn.train import TrainCfg, train
+
+SMALL = SACConfig(hidden=(64, 64))
+
+
+def _cfg(tmp_path: Path, **kw: object) -> TrainCfg:
+    base = TrainCfg(
+        task="gym:Pendulum-v1",
+        num_envs=1,
+        steps=600,
+        out=tmp_path,
+        learning_starts=200,
+        random_steps=200,
+        eval_every=10_000,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        checkpoint_every=300,
+        video=False,
+        sac=replace(SMALL, batch_size=64),
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def test_pendulum_is_learned(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, steps=5_000, learning_starts=500, random_steps=500, final_eval_episodes=10, sac=SMALL)
+    summary = train(cfg)
+    # Random actions score about -1200; a swung-up, balanced pendulum about -150.
+    assert summary["return_mean"] > -400, summary["evals"]
+    run = Path(summary["run_dir"])
+    assert (run / "learning_curve.png").stat().st_size > 10_000
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+
+
+def test_panda_reach_is_learned_with_scripted_demonstrations(tmp_path: Path) -> None:
+    cfg = replace(
+        _cfg(tmp_path),
+        task="panda_reach",
+        backend="mujoco_batch",
+        num_envs=4,
+        steps=4_000,
+        scripted_demos=10,
+        learning_starts=500,
+        random_steps=0,
+        final_eval_episodes=20,
+        sac=SACConfig(hidden=(128, 128)),
+    )
+    summary = train(cfg)
+    assert summary["success_rate"] >= 0.8, summary["evals"]
+
+
+def test_a_seed_repeats_a_run(tmp_path: Path) -> None:
+    a = train(_cfg(tmp_path, name="a"))
+    b = train(_cfg(tmp_path, name="b"))
+    ta = load_file(str(load_checkpoint(Path(a["run_dir"])).path / "model.safetensors"))
+    tb = load_file(str(load_checkpoint(Path(b["run_dir"])).path / "model.safetensors"))
+    assert ta.keys() == tb.keys()
+    assert all((ta[k] == tb[k]).all() for k in ta)
+
+
+def _robolearn(*args: str) -> list[str]:
+    return [sys.executable, "-m", "robolearn", *args]
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    args = [
+        "train", "gym:Pendulum-v1", "--num-envs", "1", "--steps", "3000", "--out", str(tmp_path), "--name", "run",
+        "--learning-starts", "200", "--random-steps", "200", "--checkpoint-every", "500", "--eval-every", "100000",
+        "--eval-episodes", "1", "--final-eval-episodes", "1", "--no-video", "--sac.hidden", "32", "32",
+    ]  # fmt: skip
+    run = tmp_path / "run"
+    proc = subprocess.Popen(_robolearn(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        latest = run / "checkpoints" / "latest"
+        if latest.exists() and int(latest.read_text().split("-")[1]) >= 1000:
+            break
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = load_checkpoint(run).state["run"]
+    assert 1000 <= killed_at["env_steps"] < 3000
+
+    out = subprocess.run(_robolearn("train", "--resume", str(run)), capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["env_steps"] == 3000
+    final = load_checkpoint(run)
+    online = final.replay("online")
+    assert online is not None and online.total_added == 3000
+    # Every transition after learning_starts made one learner step: the counters carried over.
+    assert final.state["run"]["updates"] == 3000 - 200 + 1
+
+
+def test_a_tampered_checkpoint_is_refused_by_eval(tmp_path: Path) -> None:
+    summary = train(_cfg(tmp_path, name="t"))
+    ckpt = load_checkpoint(Path(summary["run_dir"])).path
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    out = subprocess.run(_robolearn("eval", summary["run_dir"]), capture_output=True, text=True, check=False)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"robolearn: error: checkpoint {ckpt}: model.safetensors does not match its manifest (truncated or modified)"
+    ]
+
+
+@pytest.mark.slow
+def test_pick_cube_is_learned_with_scripted_demonstrations(tmp_path: Path) -> None:
+    cfg = replace(
+        _cfg(tmp_path),
+        task="panda_pick_cube",
+        backend="mujoco_batch",
+        num_envs=4,
+        steps=20_000,
+        scripted_demos=20,
+        learning_starts=1_000,
+        random_steps=0,
+        final_eval_episodes=50,
+        sac=SACConfig(),
+    )
+    assert train(cfg)["success_rate"] >= 0.7
