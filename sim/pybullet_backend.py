@@ -505,6 +505,9 @@ class PybulletBackend:
     def _apply_params(self, w: int) -> None:
         c, nom = self._clients[w], self._nominal
         mass, friction, damping, _ = self._scales[w]
+        # Bullet multiplies the two bodies' coefficients in a contact (MuJoCo takes the larger), so
+        # each side gets the square root: a contact's friction then scales by the drawn factor.
+        friction = float(np.sqrt(friction))
         for (body, link), m, inertia, armature, mu in zip(
             nom.links, nom.mass, nom.inertia, self._armature, nom.friction, strict=True
         ):

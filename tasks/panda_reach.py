@@ -71,7 +71,9 @@ def make_cfg() -> TaskCfg:
             ),
         },
         rewards={
-            "distance": RewardTerm(terms.distance_to_state, -1.0, {"key": "goal", "frame": "ee"}),
+            "distance": RewardTerm(
+                terms.distance_to_state_tanh, -1.0, {"key": "goal", "frame": "ee", "scale": 0.1}
+            ),
             "reached": RewardTerm(
                 terms.within_distance_of_state, 1.0, {"key": "goal", "frame": "ee", "tolerance": TOLERANCE}
             ),

@@ -15,7 +15,16 @@ import numpy as np
 
 from robolearn.sim.backend import FloatArray, IntArray, Marker
 from robolearn.tasks import terms
-from robolearn.tasks.core import DoneTerm, EventTerm, Expert, ObsTerm, RewardTerm, StepTerm, TaskCfg, TaskEnvView
+from robolearn.tasks.core import (
+    DoneTerm,
+    EventTerm,
+    Expert,
+    ObsTerm,
+    RewardTerm,
+    StepTerm,
+    TaskCfg,
+    TaskEnvView,
+)
 from robolearn.tasks.quadrotor_hover import CascadedCtbrExpert
 from robolearn.tasks.robots.crazyflie import (
     CONTROL_DT,

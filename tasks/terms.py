@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.sim.backend import FloatArray, IntArray
-from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse
+from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse, quat_to_mat
 from robolearn.tasks.core import TaskEnvView
 
 BoolArray = npt.NDArray[np.bool_]
@@ -80,6 +80,12 @@ def distance_to_state(env: TaskEnvView, key: str, frame: str) -> FloatArray:
     return np.linalg.norm(env.state[key] - env.sim.frame_pos(frame), axis=1)
 
 
+def distance_to_state_tanh(env: TaskEnvView, key: str, frame: str, scale: float) -> FloatArray:
+    """tanh(d / scale) of the distance d from a frame to a target: steep near the target, where a
+    plain distance would barely tell 2 cm from 3 cm (robosuite's reaching reward)."""
+    return np.tanh(distance_to_state(env, key, frame) / scale)
+
+
 def action_rate_l2(env: TaskEnvView) -> FloatArray:
     """Squared change of the action between steps."""
     return np.sum(np.square(env.action - env.prev_action), axis=1)
@@ -94,6 +100,11 @@ def constant(env: TaskEnvView) -> FloatArray:
 def within_distance_of_state(env: TaskEnvView, key: str, frame: str, tolerance: float) -> BoolArray:
     """True where a frame is within ``tolerance`` (m) of a per-world target."""
     return distance_to_state(env, key, frame) < tolerance
+
+
+def tilted(env: TaskEnvView, frame: str, max_tilt: float) -> BoolArray:
+    """True where a frame's z axis leans more than ``max_tilt`` (rad) from the world's vertical."""
+    return np.asarray(quat_to_mat(env.sim.frame_quat(frame))[:, 2, 2] < np.cos(max_tilt))
 
 
 def frame_outside_box(

@@ -240,8 +240,7 @@ def angvel_l2(env: TaskEnvView, frame: str) -> FloatArray:
 
 def crashed(env: TaskEnvView, frame: str, min_height: float, max_tilt: float) -> BoolArray:
     """True where a frame is below ``min_height`` (m) or its z axis tilts over ``max_tilt`` (rad)."""
-    up = quat_to_mat(env.sim.frame_quat(frame))[:, 2, 2]  # cosine of the tilt
-    return (env.sim.frame_pos(frame)[:, 2] < min_height) | (up < math.cos(max_tilt))
+    return (env.sim.frame_pos(frame)[:, 2] < min_height) | terms.tilted(env, frame, max_tilt)
 
 
 def place_near_state(

@@ -62,16 +62,17 @@ def racecar_robot(
     """The car standing on the ground at the origin, heading along +x, wheels straight.
 
     ``wheel_kv`` and ``wheel_max_torque`` are the velocity servo of each wheel (N m s/rad, N m):
-    four wheels at 0.6 N m push 48 N, about 0.8 g on the 5.9 kg car, so the tyres, not the motor,
-    limit the acceleration, as on the real car. ``friction`` is the tyres' sliding friction.
+    four wheels at 0.6 N m push the 5.9 kg car with up to 48 N (0.8 g), a little under the tyres'
+    grip; it reaches 2.7 m/s in about half a second. ``friction`` is the tyres' sliding friction.
     """
     return RobotCfg(
         name=ROBOT_NAME,
         asset=UrdfAsset(Path(pybullet_data.getDataPath()) / "racecar" / "racecar.urdf"),
         fixed_base=False,
         base_pos=(0.0, 0.0, 0.0),
-        # The hinges and wheels are light (0.1 kg, 4e-4 kg m^2): rotor inertia keeps their servos
-        # stable at a 2 ms physics step.
+        # Motor and servo rotors seen through their gearboxes (a 1/10 drivetrain reflects 1e-3 to
+        # 1e-2 kg m^2 onto the wheels); it also keeps the light hinges' and wheels' servo loops
+        # stable at a 2 ms step where they are computed explicitly (PyBullet).
         joint_armature=1e-3,
         actuators=(
             JointVelocityCfg(joints=WHEEL_JOINTS, kv=wheel_kv, max_effort=wheel_max_torque),
