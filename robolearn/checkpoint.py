@@ -101,7 +101,9 @@ def resolve(path: Path) -> Path:
             return root / latest.read_text().strip()
     if (path / MANIFEST).is_file():
         return path
-    raise CorruptFileError(f"{path} is not a robolearn run or checkpoint (no checkpoints/latest or {MANIFEST})")
+    raise CorruptFileError(
+        f"{path} is not a robolearn run or checkpoint (no checkpoints/latest or {MANIFEST})"
+    )
 
 
 def verify(ckpt: Path) -> dict[str, Any]:
@@ -115,7 +117,9 @@ def verify(ckpt: Path) -> dict[str, Any]:
         if not path.is_file():
             raise CorruptFileError(f"checkpoint {ckpt}: {name} is missing")
         if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
-            raise CorruptFileError(f"checkpoint {ckpt}: {name} does not match its manifest (truncated or modified)")
+            raise CorruptFileError(
+                f"checkpoint {ckpt}: {name} does not match its manifest (truncated or modified)"
+            )
     return manifest
 
 
@@ -130,7 +134,9 @@ class Loaded:
     def optimizer_state(self) -> dict[str, Any]:
         # weights_only: tensors and plain containers only, never arbitrary objects.
         try:
-            result: dict[str, Any] = torch.load(self.path / "optimizer.pt", weights_only=True, map_location="cpu")
+            result: dict[str, Any] = torch.load(
+                self.path / "optimizer.pt", weights_only=True, map_location="cpu"
+            )
         except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CorruptFileError(f"checkpoint {self.path}: optimizer.pt refused ({first})") from None
@@ -177,8 +183,7 @@ def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded) -> None:
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     """A numpy generator's state as JSON-ready data."""
-    state: dict[str, Any] = rng.bit_generator.state
-    return state
+    return dict(rng.bit_generator.state)
 
 
 def set_rng_state(rng: np.random.Generator, state: dict[str, Any]) -> None:

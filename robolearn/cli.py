@@ -175,8 +175,8 @@ def _eval(cmd: EvalCmd) -> None:
         if len(cmd.targets) != 1:
             raise UsageError(f"give one task name, or run folders; got {' '.join(cmd.targets)}")
         cfg = make_task_cfg(cmd.targets[0])
-        env = TaskEnv(cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
-        summary = _rollout(cmd, env, make_policy(cmd.policy, cfg, cmd.num_envs, cmd.seed), cmd.policy)
+        task_env = TaskEnv(cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
+        summary = _rollout(cmd, task_env, make_policy(cmd.policy, cfg, cmd.num_envs, cmd.seed), cmd.policy)
         print(json.dumps(summary))
         return
     summaries = []
@@ -202,8 +202,10 @@ def _eval(cmd: EvalCmd) -> None:
         "return_iqm": interquartile_mean(returns),
         "return_ci95": list(bootstrap_ci(returns)),
     }
-    print(f"{len(runs)} runs: success IQM {overall['success_rate_iqm']:.1%}, mean {overall['success_rate']:.1%}, "
-          f"return IQM {overall['return_iqm']:.2f}")
+    print(
+        f"{len(runs)} runs: success IQM {overall['success_rate_iqm']:.1%}, "
+        f"mean {overall['success_rate']:.1%}, return IQM {overall['return_iqm']:.2f}"
+    )
     print(json.dumps(overall))
 
 
@@ -214,7 +216,9 @@ def _rollout(cmd: EvalCmd, env: Any, policy: Any, label: str) -> dict[str, Any]:
     from robolearn.evaluation import evaluate
     from robolearn.video import write_mp4
 
-    with tqdm(total=cmd.episodes, desc=f"{env.name} on {env.backend_name}", unit="ep", file=sys.stderr) as bar:
+    with tqdm(
+        total=cmd.episodes, desc=f"{env.name} on {env.backend_name}", unit="ep", file=sys.stderr
+    ) as bar:
         result = evaluate(
             env,
             policy,
@@ -228,9 +232,11 @@ def _rollout(cmd: EvalCmd, env: Any, policy: Any, label: str) -> dict[str, Any]:
         summary["video"] = str(write_mp4(cmd.video, result.frames, env.metadata["render_fps"]))
     env.close()
     lo, hi = summary["success_rate_ci95"]
-    print(f"{env.name} / {label} / {env.backend_name}: success {summary['success_rate']:.1%} "
-          f"[{lo:.1%}, {hi:.1%}] over {summary['episodes']} episodes, return {summary['return_mean']:.2f}, "
-          f"{summary['steps_per_second']:.0f} env steps/s")
+    print(
+        f"{env.name} / {label} / {env.backend_name}: success {summary['success_rate']:.1%} "
+        f"[{lo:.1%}, {hi:.1%}] over {summary['episodes']} episodes, return {summary['return_mean']:.2f}, "
+        f"{summary['steps_per_second']:.0f} env steps/s"
+    )
     if cmd.video is not None:
         print(f"video: {summary['video']}")
     return summary
@@ -262,10 +268,14 @@ def _train(cmd: TrainCfg) -> None:
         summary = train(cmd, progress)
     finally:
         bar.close()
-    print(f"{summary['task']}: success {summary['success_rate']:.1%} after {summary['env_steps']} env steps "
-          f"in {summary['wall_minutes']:.1f} min")
-    print(f"run: {summary['run_dir']}  (policy: {summary['checkpoint']}, curve: {summary['learning_curve']}"
-          + (f", video: {summary['video']})" if "video" in summary else ")"))
+    print(
+        f"{summary['task']}: success {summary['success_rate']:.1%} after {summary['env_steps']} env steps "
+        f"in {summary['wall_minutes']:.1f} min"
+    )
+    print(
+        f"run: {summary['run_dir']}  (policy: {summary['checkpoint']}, curve: {summary['learning_curve']}"
+        + (f", video: {summary['video']})" if "video" in summary else ")")
+    )
     print(json.dumps({k: v for k, v in summary.items() if k != "evals"}))
 
 

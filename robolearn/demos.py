@@ -32,7 +32,9 @@ def collect_scripted_demos(
     kept = attempts = steps = 0
     while kept < episodes:
         if steps >= max_env_steps:
-            raise RuntimeError(f"the scripted expert gave {kept} successful episodes of {attempts} in {steps} steps")
+            raise RuntimeError(
+                f"the scripted expert gave {kept} successful episodes of {attempts} in {steps} steps"
+            )
         action = expert(obs)
         next_obs, reward, terminated, _, info = env.step(action)
         steps += env.num_envs

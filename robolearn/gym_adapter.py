@@ -56,7 +56,9 @@ class GymVectorTask:
         self._return[:], self._length[:], self._success[:] = 0.0, 0, False
         return {"obs": np.asarray(obs, np.float32)}, info
 
-    def step(self, action: npt.ArrayLike) -> tuple[dict[str, npt.NDArray[np.float32]], Any, Any, Any, dict[str, Any]]:
+    def step(
+        self, action: npt.ArrayLike
+    ) -> tuple[dict[str, npt.NDArray[np.float32]], Any, Any, Any, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.vec.step(np.asarray(action, np.float32))
         self._return += reward
         self._length += 1
@@ -65,8 +67,12 @@ class GymVectorTask:
         out: dict[str, Any] = {}
         done = np.asarray(terminated | truncated)
         if done.any():
-            final = np.stack([np.asarray(o, np.float32) if d else np.zeros_like(obs[0]) for o, d in zip(
-                info.get("final_obs", obs), done, strict=True)])
+            final = np.stack(
+                [
+                    np.asarray(o, np.float32) if d else np.zeros_like(obs[0])
+                    for o, d in zip(info.get("final_obs", obs), done, strict=True)
+                ]
+            )
             out["final_obs"], out["_final_obs"] = {"obs": final}, done
             out["final_info"] = {
                 "episode_return": self._return.copy(),

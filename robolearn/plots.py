@@ -9,7 +9,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display is needed or wanted
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def plot_learning_curve(evals: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
@@ -18,7 +18,10 @@ def plot_learning_curve(evals: Sequence[dict[str, Any]], path: Path, title: str)
     fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(10, 3.6))
     ax_s.plot(steps, [e["success_rate"] for e in evals], marker="o")
     ax_s.fill_between(
-        steps, [e["success_rate_ci95"][0] for e in evals], [e["success_rate_ci95"][1] for e in evals], alpha=0.25
+        steps,
+        [e["success_rate_ci95"][0] for e in evals],
+        [e["success_rate_ci95"][1] for e in evals],
+        alpha=0.25,
     )
     ax_s.set(xlabel="environment steps", ylabel="success rate", ylim=(-0.02, 1.02), title=f"{title}: success")
     ax_r.plot(steps, [e["return_mean"] for e in evals], marker="o", color="tab:orange")

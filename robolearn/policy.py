@@ -20,6 +20,11 @@ from robolearn.sac import Actor
 class Policy(nn.Module):
     """Deterministic (or sampling) policy over flattened observations."""
 
+    obs_mean: torch.Tensor
+    obs_std: torch.Tensor
+    action_low: torch.Tensor
+    action_high: torch.Tensor
+
     def __init__(
         self,
         layout: ObsLayout,
@@ -53,7 +58,9 @@ class Policy(nn.Module):
         return self.to_physical(self.unit_action(flat_obs))
 
     @torch.no_grad()
-    def act(self, obs: Mapping[str, npt.NDArray[np.float32]], explore: bool = False) -> npt.NDArray[np.float64]:
+    def act(
+        self, obs: Mapping[str, npt.NDArray[np.float32]], explore: bool = False
+    ) -> npt.NDArray[np.float64]:
         """Physical actions (n, A) for a dict observation with a leading batch axis."""
         flat = torch.as_tensor(self.layout.flatten(obs), device=self.obs_mean.device)
         return self.to_physical(self.unit_action(flat, explore)).cpu().numpy().astype(np.float64)
@@ -69,5 +76,7 @@ def policy_from_weights(
     """Rebuild a policy from the weights a learner publishes (or a checkpoint holds)."""
     low = np.asarray(action_low, np.float32)
     actor = Actor(layout.dim, len(low), hidden)
-    actor.load_state_dict({k.removeprefix("actor."): torch.as_tensor(v) for k, v in weights.items() if k.startswith("actor.")})
+    actor.load_state_dict(
+        {k.removeprefix("actor."): torch.as_tensor(v) for k, v in weights.items() if k.startswith("actor.")}
+    )
     return Policy(layout, actor, weights["obs_mean"], weights["obs_std"], low, action_high)

@@ -120,7 +120,10 @@ class RunState:
 def _run_dir(cfg: TrainCfg) -> Path:
     if cfg.resume is not None:
         return cfg.resume
-    name = cfg.name or f"{cfg.task.replace(':', '-').replace('/', '-')}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = (
+        cfg.name
+        or f"{cfg.task.replace(':', '-').replace('/', '-')}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     return cfg.out / name
 
 
@@ -129,7 +132,8 @@ def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
         saved = json.loads((run_dir / "config.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise CorruptFileError(f"--resume {run_dir}: no readable config.json ({exc})") from None
-    saved["sac"] = SACConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["sac"].items()})
+    sac: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["sac"].items()}
+    saved["sac"] = SACConfig(**sac)
     saved["out"], saved["resume"] = Path(saved["out"]), run_dir
     if steps is not None:
         saved["steps"] = steps
@@ -156,11 +160,15 @@ def load_policy(path: Path) -> tuple[Policy, dict[str, Any]]:
     weights: Weights = {k: v.numpy() for k, v in loaded.tensors.items() if k.startswith("actor.")}
     mean, var = loaded.tensors["obs_norm.mean"].numpy(), loaded.tensors["obs_norm.var"].numpy()
     weights["obs_mean"], weights["obs_std"] = mean.astype(np.float32), np.sqrt(var + 1e-6).astype(np.float32)
-    policy = policy_from_weights(weights, layout, meta["action_low"], meta["action_high"], tuple(meta["hidden"]))
+    policy = policy_from_weights(
+        weights, layout, meta["action_low"], meta["action_high"], tuple(meta["hidden"])
+    )
     return policy.eval(), meta
 
 
-def train(cfg: TrainCfg, progress: Callable[[RunState, dict[str, float]], None] | None = None) -> dict[str, Any]:
+def train(
+    cfg: TrainCfg, progress: Callable[[RunState, dict[str, float]], None] | None = None
+) -> dict[str, Any]:
     """Run (or resume) training; returns the summary also written to ``summary.json``."""
     if cfg.resume is not None:
         cfg = _load_run_cfg(cfg.resume, cfg.steps if cfg.steps != TrainCfg.steps else None)
@@ -302,9 +310,16 @@ def _scripted_demos(cfg: TrainCfg, scaler: ActionScaler, seed: int) -> ReplayBuf
         raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
     n = 8 if cfg.backend == "mujoco_batch" else 1
     env = TaskEnv(task, cfg.backend, n, seed=seed)
-    buffer, attempts = collect_scripted_demos(env, task.expert(task), cfg.scripted_demos, scaler, 100_000, seed)
+    buffer, attempts = collect_scripted_demos(
+        env, task.expert(task), cfg.scripted_demos, scaler, 100_000, seed
+    )
     env.close()
-    log.info("scripted demonstrations: %d successful of %d episodes, %d transitions", cfg.scripted_demos, attempts, len(buffer))
+    log.info(
+        "scripted demonstrations: %d successful of %d episodes, %d transitions",
+        cfg.scripted_demos,
+        attempts,
+        len(buffer),
+    )
     return buffer
 
 
@@ -367,7 +382,9 @@ def _finish(
     }
     from robolearn.plots import plot_learning_curve
 
-    summary["learning_curve"] = str(plot_learning_curve(state.evals, run_dir / "learning_curve.png", cfg.task))
+    summary["learning_curve"] = str(
+        plot_learning_curve(state.evals, run_dir / "learning_curve.png", cfg.task)
+    )
     if cfg.video:
         from robolearn.video import write_mp4
 

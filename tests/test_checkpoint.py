@@ -28,8 +28,12 @@ def _parts(seed: int) -> tuple[SAC, RunningNorm, ReplayBuffer, ReplayBuffer]:
     norm.update(np.random.default_rng(seed).normal(size=(40, 5)))
     online, demos = ReplayBuffer(50, {"s": (5,)}, 2), ReplayBuffer(50, {"s": (5,)}, 2)
     obs = {"s": np.random.default_rng(seed).normal(size=(30, 5)).astype(np.float32)}
-    online.add(Batch(obs, np.zeros((30, 2), np.float32), np.ones(30, np.float32), obs, np.zeros(30, np.float32)))
-    demos.add(Batch(obs, np.ones((30, 2), np.float32), np.zeros(30, np.float32), obs, np.ones(30, np.float32)))
+    online.add(
+        Batch(obs, np.zeros((30, 2), np.float32), np.ones(30, np.float32), obs, np.zeros(30, np.float32))
+    )
+    demos.add(
+        Batch(obs, np.ones((30, 2), np.float32), np.zeros(30, np.float32), obs, np.ones(30, np.float32))
+    )
     return agent, norm, online, demos
 
 
@@ -58,7 +62,9 @@ def test_round_trip_restores_everything(tmp_path: Path) -> None:
     restore_agent(fresh, fresh_norm, loaded)
     for a, b in zip(agent.state_dict().values(), fresh.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b)
-    assert fresh.critic_opt.state_dict()["state"][0]["step"] == agent.critic_opt.state_dict()["state"][0]["step"]
+    assert (
+        fresh.critic_opt.state_dict()["state"][0]["step"] == agent.critic_opt.state_dict()["state"][0]["step"]
+    )
     np.testing.assert_array_equal(fresh_norm.mean, norm.mean)
     back = loaded.replay("online")
     assert back is not None and back.size == online.size

@@ -21,9 +21,13 @@ def test_tasks_lists_spaces_with_units_rates_and_backends() -> None:
     out = run("tasks", "--json")
     assert out.returncode == 0, out.stderr
     listing = {t["task"]: t for t in json.loads(out.stdout)}
-    assert {"panda_reach", "panda_pick_cube", "quadrotor_hover", "quadrotor_waypoints", "car_checkpoints"} <= set(
-        listing
-    )
+    assert {
+        "panda_reach",
+        "panda_pick_cube",
+        "quadrotor_hover",
+        "quadrotor_waypoints",
+        "car_checkpoints",
+    } <= set(listing)
     pick = listing["panda_pick_cube"]
     assert pick["embodiment"] == "arm" and pick["control_hz"] == 50
     assert pick["observation"]["cube_pos"] == {"dim": 3, "units": "m"}

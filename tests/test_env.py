@@ -145,7 +145,9 @@ def test_domain_randomization_varies_physics_per_world() -> None:
 
 def test_action_latency_delays_the_effect_of_an_action() -> None:
     cfg = make_task_cfg("panda_reach")
-    late = dataclasses.replace(cfg, randomization=dataclasses.replace(cfg.randomization, action_latency_steps=(1, 1)))
+    late = dataclasses.replace(
+        cfg, randomization=dataclasses.replace(cfg.randomization, action_latency_steps=(1, 1))
+    )
     env = TaskEnv(late, "mujoco", 1, seed=0, randomize=True)
     env.reset(seed=0)
     first = np.array([[0.02, 0.0, 0.0, 0.08]])
@@ -168,7 +170,9 @@ def test_seeded_resets_repeat() -> None:
 def test_unknown_task_and_backend_are_named() -> None:
     with pytest.raises(TaskError, match=r"unknown task 'nope'; tasks: panda_reach"):
         make_task_cfg("nope")
-    with pytest.raises(SimError, match=r"unknown backend 'gazebo'; choose one of mujoco, mujoco_batch, pybullet"):
+    with pytest.raises(
+        SimError, match=r"unknown backend 'gazebo'; choose one of mujoco, mujoco_batch, pybullet"
+    ):
         make_backend("gazebo", make_task_cfg("panda_reach").scene, 1)
 
 

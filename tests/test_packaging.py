@@ -17,7 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
     )
@@ -28,7 +39,11 @@ def test_wheel_puts_everything_under_robolearn(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.startswith("robolearn-")}
     assert top == {"robolearn"}
-    for module in ("robolearn/sim/mujoco_backend.py", "robolearn/tasks/panda_pick_cube.py", "robolearn/hardware/__init__.py"):
+    for module in (
+        "robolearn/sim/mujoco_backend.py",
+        "robolearn/tasks/panda_pick_cube.py",
+        "robolearn/hardware/__init__.py",
+    ):
         assert module in names
 
 

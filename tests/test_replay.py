@@ -15,7 +15,9 @@ SHAPES = {"pos": (3,), "grip": (1,)}
 def batch(n: int, start: float, reward: float = 0.0) -> Batch:
     values = start + np.arange(n, dtype=np.float32)
     obs = {"pos": np.repeat(values[:, None], 3, axis=1), "grip": values[:, None]}
-    return Batch(obs, np.tile(values[:, None], (1, 2)), np.full(n, reward, np.float32), obs, np.zeros(n, np.float32))
+    return Batch(
+        obs, np.tile(values[:, None], (1, 2)), np.full(n, reward, np.float32), obs, np.zeros(n, np.float32)
+    )
 
 
 def test_ring_buffer_keeps_the_newest_transitions() -> None:

@@ -72,5 +72,7 @@ def test_learner_runs_on_cuda() -> None:
     agent = SAC(4, 2, SACConfig(hidden=(32,), batch_size=8), torch.device("cuda"))
     dev = torch.device("cuda")
     x = torch.randn(8, 4, device=dev)
-    out = agent.update(x, torch.zeros(8, 2, device=dev), torch.zeros(8, device=dev), x, torch.zeros(8, device=dev))
+    out = agent.update(
+        x, torch.zeros(8, 2, device=dev), torch.zeros(8, device=dev), x, torch.zeros(8, device=dev)
+    )
     assert math.isfinite(out["critic_loss"])

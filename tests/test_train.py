@@ -40,7 +40,9 @@ def _cfg(tmp_path: Path, **kw: object) -> TrainCfg:
 
 
 def test_pendulum_is_learned(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path, steps=5_000, learning_starts=500, random_steps=500, final_eval_episodes=10, sac=SMALL)
+    cfg = _cfg(
+        tmp_path, steps=5_000, learning_starts=500, random_steps=500, final_eval_episodes=10, sac=SMALL
+    )
     summary = train(cfg)
     # Random actions score about -1200; a swung-up, balanced pendulum about -150.
     assert summary["return_mean"] > -400, summary["evals"]
@@ -98,7 +100,9 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     killed_at = load_checkpoint(run).state["run"]
     assert 1000 <= killed_at["env_steps"] < 3000
 
-    out = subprocess.run(_robolearn("train", "--resume", str(run)), capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        _robolearn("train", "--resume", str(run)), capture_output=True, text=True, check=False
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["env_steps"] == 3000
