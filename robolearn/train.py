@@ -77,6 +77,8 @@ class TrainCfg:
     """Episodes per evaluation (deterministic policy, nominal task)."""
     final_eval_episodes: int = 50
     """Episodes of the final evaluation."""
+    stop_at_success: float | None = None
+    """Stop early once an evaluation's success rate reaches this (e.g. 0.9); None trains for all steps."""
     checkpoint_every: int = 5_000
     """Environment steps between checkpoints."""
     video: bool = True
@@ -175,6 +177,8 @@ def train(
     cfg.sac.check()
     if cfg.num_envs < 1 or cfg.steps < 1:
         raise TaskError("--num-envs and --steps must be at least 1")
+    if cfg.stop_at_success is not None and not 0.0 < cfg.stop_at_success <= 1.0:
+        raise TaskError(f"--stop-at-success must be in (0, 1] or None, got {cfg.stop_at_success}")
     if gym_env_id(cfg.task) is None:
         make_task_cfg(cfg.task)  # an unknown task fails here, before anything is written
     run_dir = _run_dir(cfg)
@@ -250,7 +254,7 @@ def train(
     logged_at = state.updates
     metrics: dict[str, float] = {}
     try:
-        while state.env_steps < cfg.steps:
+        while state.env_steps < cfg.steps and not _succeeded(cfg, state):
             if thread is None:
                 actor.step()
             arrived = learner.ingest(block=thread is not None, timeout=1.0)
@@ -291,6 +295,12 @@ def train(
     _checkpoint(run_dir, state, agent, obs_norm, online, demos, learner, cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
+
+
+def _succeeded(cfg: TrainCfg, state: RunState) -> bool:
+    """Whether the latest evaluation reached ``stop_at_success``."""
+    target = cfg.stop_at_success
+    return target is not None and bool(state.evals) and state.evals[-1]["success_rate"] >= target
 
 
 def _live(learner: LearnerRole, state: RunState, started: float) -> dict[str, float]:

@@ -29,7 +29,16 @@ import numpy.typing as npt
 
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray
 from robolearn.sim.scene import CameraCfg, FrameCfg, MjcfAsset, RobotCfg, SceneCfg
-from robolearn.tasks.core import ActionCfg, DoneTerm, EventTerm, ObsTerm, RewardTerm, TaskCfg, TaskEnvView
+from robolearn.tasks.core import (
+    ActionCfg,
+    DoneTerm,
+    EventTerm,
+    ObsTerm,
+    RewardTerm,
+    StepTerm,
+    TaskCfg,
+    TaskEnvView,
+)
 
 ANT_XML = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "ant.xml"
 """The model file of Gymnasium's Ant-v5."""
@@ -70,22 +79,9 @@ def clipped_contact_forces(env: TaskEnvView, first_body: int = 1) -> FloatArray:
 
 
 # -- rewards -----------------------------------------------------------------------------------
-class ForwardVelocity:
-    """Torso displacement along x over the last control step, divided by its duration (m/s).
-
-    Ant-v5's forward reward. The torso's last x is kept in ``env.state["torso_x"]``, so that two
-    environments built from one config do not share it.
-    """
-
-    def reset(self, env: TaskEnvView, ids: IntArray) -> None:
-        env.state["torso_x"][ids, 0] = mj_field(env, "qpos")[ids, 0]
-
-    def __call__(self, env: TaskEnvView) -> FloatArray:
-        x = mj_field(env, "qpos")[:, 0]
-        last = env.state["torso_x"][:, 0]
-        velocity: FloatArray = (x - last) / env.cfg.control_dt
-        last[:] = x
-        return velocity
+def forward_velocity(env: TaskEnvView) -> FloatArray:
+    """Torso displacement along x over the last control step, divided by its duration (m/s)."""
+    return env.state["forward_velocity"][:, 0]
 
 
 def healthy(env: TaskEnvView) -> BoolArray:
@@ -120,6 +116,18 @@ def never(env: TaskEnvView) -> BoolArray:
 def motor_commands(env: TaskEnvView, action: FloatArray) -> FloatArray:
     """The action is the motors' normalized torque (150 N m per unit, ant.xml's gear)."""
     return action
+
+
+def track_torso_x(env: TaskEnvView) -> None:
+    """After a step: the torso's x velocity over it (Ant-v5's forward reward) and its new x position."""
+    x = mj_field(env, "qpos")[:, 0]
+    env.state["forward_velocity"][:, 0] = (x - env.state["torso_x"][:, 0]) / env.cfg.control_dt
+    env.state["torso_x"][:, 0] = x
+
+
+def record_torso_x(env: TaskEnvView, ids: IntArray) -> None:
+    """At a reset: the torso's x position the first step's velocity starts from."""
+    env.state["torso_x"][ids, 0] = mj_field(env, "qpos")[ids, 0]
 
 
 def perturb_state(env: TaskEnvView, ids: IntArray, noise: float) -> None:
@@ -164,14 +172,18 @@ def make_cfg() -> TaskCfg:
         },
         rewards={
             "healthy": RewardTerm(healthy, 1.0),
-            "forward": RewardTerm(ForwardVelocity(), 1.0),
+            "forward": RewardTerm(forward_velocity, 1.0),
             "ctrl_cost": RewardTerm(action_l2, -0.5),
             "contact_cost": RewardTerm(contact_force_l2, -5e-4),
         },
         success=DoneTerm(never),
         terminations={"unhealthy": DoneTerm(unhealthy)},
-        reset_events={"noise": EventTerm(perturb_state, {"noise": RESET_NOISE})},
-        state={"torso_x": (1,)},
+        reset_events={
+            "noise": EventTerm(perturb_state, {"noise": RESET_NOISE}),
+            "torso_x": EventTerm(record_torso_x),
+        },
+        updates={"torso_x": StepTerm(track_torso_x)},
+        state={"torso_x": (1,), "forward_velocity": (1,)},
         end_on_success=False,
         backends=("mujoco", "mujoco_batch"),
     )

@@ -39,7 +39,7 @@ def test_ant_matches_gymnasium_from_the_same_state(backend: str) -> None:
         env.sim.mj_field(field)[:] = getattr(ant.data, field)  # type: ignore[attr-defined]
     ids = np.arange(n)
     env.sim.forward(ids)
-    env.cfg.rewards["forward"].fn.reset(env, ids)  # type: ignore[attr-defined]
+    env.cfg.reset_events["torso_x"].fn(env, ids)
 
     rng = np.random.default_rng(1)
     steps_with_contact = 0

@@ -8,10 +8,10 @@ Three parts, each a set of contenders measured in turn:
   the raw limit: ``mujoco.batch`` stepping robolearn's compiled model five physics steps per call.
 - ``panda``: ``panda_pick_cube`` on ``mujoco_batch`` against ``mujoco.batch`` stepping its compiled
   model ``substeps`` physics steps per call.
+- ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``.
 
 The raw engine runs no task code: from the same start as robolearn's environment it writes the
 controls that environment's action term made of the same actions (recorded beforehand), then steps.
-- ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``.
 
 Every contender steps with random actions drawn before timing, so drawing them is not timed.
 Contenders of a part run alternately (in reverse order every other round) for ``rounds`` rounds,

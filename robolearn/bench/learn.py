@@ -1,0 +1,572 @@
+"""Learning benchmark, side by side in one run: how fast robolearn's SAC learns a task and how fast
+its learner updates, against Stable-Baselines3.
+
+Two parts:
+
+- ``throughput``: gradient updates per second of the learner alone, from filled replay buffers, at
+  batch 256 with 2x256 MLPs and ``panda_pick_cube``'s dimensions (observation 13, action 4).
+  robolearn's contenders time ``LearnerRole.update``, everything a training step pays: RLPD's
+  symmetric sampling from an online buffer and a demonstration buffer, flattening the dict
+  observation, normalizing it, the critic step and the actor step (update-to-data ratio 1). One
+  contender per critic ensemble size in ``critics``, other settings SAC's defaults (LayerNorm
+  critics). Stable-Baselines3's SAC (``net_arch=[256, 256]`` for actor and critics, 2 critics, no
+  LayerNorm) times ``model.train(gradient_steps, batch_size=256)``, its own sampling included, on a
+  flat 13-vector observation. Both draw from random transitions of the same dimensions. A warm-up
+  precedes the timing; the contenders then alternate (in reverse order every other round) for
+  ``rounds`` rounds of ``updates`` updates each, and a contender's figure is its median round.
+  Beside the wall-clock rate, updates per CPU-second of this process (all its torch threads) are
+  less sensitive to other jobs on a shared machine.
+- ``pick_cube``: sample efficiency. ``robolearn train`` on ``panda_pick_cube`` (``mujoco_batch``)
+  with 20 scripted demonstrations, for each of ``seeds`` seeds: the environment steps and the
+  wall-clock minutes (of the training loop, evaluations included, as ``train`` records them) until
+  the evaluated success rate (``eval_episodes`` episodes of the deterministic policy every
+  ``eval_every`` environment steps) first reaches 90%, within a budget of ``steps``; a run stops
+  there. The anchor is SERL's simulated PandaPickCube (Luo et al., 2024), which starts picking
+  around 20k steps and converges in about 15 minutes on an RTX 4090.
+
+Medians over seeds treat a seed that never reached 90% as infinitely slow, so the median is null
+once half the seeds or more never got there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import logging
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robolearn.actor_learner import LearnerRole, LocalExchange
+from robolearn.bench.sim import _machine
+from robolearn.env import TaskEnv
+from robolearn.normalization import ObsLayout, RunningNorm
+from robolearn.replay import Batch, ReplayBuffer
+from robolearn.sac import SAC, SACConfig
+from robolearn.tasks.core import TaskError
+from robolearn.train import RunState, TrainCfg, train
+
+log = logging.getLogger(__name__)
+
+Part = Literal["throughput", "pick_cube"]
+PARTS: tuple[Part, ...] = ("throughput", "pick_cube")
+
+TASK = "panda_pick_cube"
+TARGET_SUCCESS = 0.9
+"""Evaluated success rate that counts as learned."""
+SCRIPTED_DEMOS = 20
+"""Scripted expert episodes in the demonstration buffer, as SERL's 20 demonstrations."""
+BATCH_SIZE = 256
+HIDDEN = (256, 256)
+ONLINE_TRANSITIONS = 20_000
+"""Random transitions in the online buffers of the throughput part (the pick-cube step budget)."""
+DEMO_TRANSITIONS = 1_400
+"""Random transitions in robolearn's demonstration buffer (about 20 scripted pick-cube episodes)."""
+SB3 = "sb3 SAC, 2 critics"
+GOALS = {"updates_vs_sb3": 1.5, "pick_cube_steps_to_90": 20_000, "pick_cube_minutes_to_90": 15.0}
+"""Targets on a 2-core machine: learner updates against Stable-Baselines3 (at least), and reaching 90%
+success on pick-cube within SERL's step count and time (at most)."""
+
+
+@dataclass(frozen=True)
+class LearnBenchCfg:
+    """What to measure and for how long."""
+
+    parts: tuple[Part, ...] = PARTS
+    """Parts to run: throughput (learner updates/s against Stable-Baselines3), pick_cube (env steps and
+    minutes to 90% success)."""
+    seeds: int = 3
+    """Training runs of the pick_cube part, seeds ``seed``, ``seed + 1``, ..."""
+    steps: int = 20_000
+    """Environment step budget of each pick_cube run."""
+    eval_every: int = 1_000
+    """Environment steps between the evaluations of a pick_cube run."""
+    eval_episodes: int = 50
+    """Episodes per evaluation of a pick_cube run."""
+    num_envs: int = 4
+    """Worlds the pick_cube actor steps: a few amortize stepping, while the learner still makes one
+    update per transition."""
+    utd_ratio: int = 1
+    """Critic updates per transition in the pick_cube runs (SAC's default)."""
+    critics: tuple[int, ...] = (2, 10)
+    """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
+    updates: int = 200
+    """Gradient updates per timed round of a throughput contender."""
+    rounds: int = 5
+    """Timed rounds of each throughput contender, alternating with the others; the median counts."""
+    warmup_updates: int = 30
+    """Untimed updates of each throughput contender before the rounds."""
+    torch_threads: int = 1
+    """Torch threads for every contender and the training runs (0: torch's default). One thread is the
+    robust choice on a shared 2-core machine, where the actor's simulation needs the other core."""
+    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    """Where the learners run: CPU (the 2-core goal), CUDA, or CUDA when present (auto)."""
+    seed: int = 0
+    """First seed: of the pick_cube runs, the random transitions and the networks."""
+    out: Path | None = None
+    """Keep the pick_cube run folders here (default: a temporary folder, removed afterwards)."""
+
+
+def _device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TaskError("device cuda: no CUDA device is available; use cpu or auto")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _check(cfg: LearnBenchCfg) -> None:
+    unknown = set(cfg.parts) - set(PARTS)
+    if unknown:
+        raise TaskError(f"unknown benchmark parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    for name in (
+        "seeds",
+        "steps",
+        "eval_every",
+        "eval_episodes",
+        "num_envs",
+        "utd_ratio",
+        "updates",
+        "rounds",
+    ):
+        if getattr(cfg, name) < 1:
+            raise TaskError(f"{name} must be at least 1, got {getattr(cfg, name)}")
+    if cfg.warmup_updates < 0:
+        raise TaskError(f"warmup_updates must be 0 or more, got {cfg.warmup_updates}")
+    if cfg.torch_threads < 0:
+        raise TaskError(f"torch_threads must be 0 (torch's default) or more, got {cfg.torch_threads}")
+    if not cfg.critics or min(cfg.critics) < 1:
+        raise TaskError(f"critics must be ensemble sizes of at least 1, got {cfg.critics}")
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[int]:
+    """Run with ``n`` torch threads (0: leave torch's setting); yields the count in use."""
+    before = torch.get_num_threads()
+    if n > 0:
+        torch.set_num_threads(n)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+# -- throughput ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Contender:
+    """A learner that makes ``k`` gradient updates per call."""
+
+    name: str
+    run: Callable[[int], object]
+    note: str
+
+
+def _task_shapes() -> tuple[dict[str, tuple[int, ...]], int]:
+    """The task's observation shapes and action dimension."""
+    env = TaskEnv(TASK, "mujoco", 1)
+    shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
+    action_dim = int(env.single_action_space.shape[0])
+    env.close()
+    return shapes, action_dim
+
+
+def _random_batch(
+    shapes: dict[str, tuple[int, ...]], action_dim: int, n: int, rng: np.random.Generator
+) -> Batch:
+    def obs() -> dict[str, np.ndarray]:
+        return {k: rng.standard_normal((n, *s), dtype=np.float32) for k, s in shapes.items()}
+
+    action = rng.uniform(-1.0, 1.0, (n, action_dim)).astype(np.float32)
+    reward = rng.standard_normal(n, dtype=np.float32)
+    terminated = (rng.random(n) < 0.01).astype(np.float32)
+    return Batch(obs(), action, reward, obs(), terminated)
+
+
+def _robolearn(
+    num_critics: int,
+    online: Batch,
+    demos: Batch,
+    shapes: dict[str, tuple[int, ...]],
+    device: torch.device,
+    seed: int,
+) -> _Contender:
+    layout = ObsLayout(shapes)
+    action_dim = online.action.shape[1]
+    buffers = []
+    for batch in (online, demos):
+        buffer = ReplayBuffer(len(batch.reward), shapes, action_dim)
+        buffer.add(batch)
+        buffers.append(buffer)
+    norm = RunningNorm(layout.dim)
+    norm.update(layout.flatten(online.obs))
+    torch.manual_seed(seed)
+    sac = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, num_critics=num_critics)
+    agent = SAC(layout.dim, action_dim, sac, device)
+    learner = LearnerRole(agent, layout, buffers[0], buffers[1], norm, LocalExchange(), seed=seed)
+
+    def run(k: int) -> None:
+        for _ in range(k):
+            learner.update()
+
+    note = f"LearnerRole.update: symmetric sampling, normalization, {num_critics} LayerNorm critics, {device.type}"
+    return _Contender(f"robolearn SAC, {num_critics} critics", run, note)
+
+
+class _SpacesOnly(gym.Env[np.ndarray, np.ndarray]):
+    """An environment that only declares its spaces: SB3 builds from them and never steps it."""
+
+    def __init__(self, obs_dim: int, action_dim: int) -> None:
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict]:
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return np.zeros(self.observation_space.shape, np.float32), 0.0, False, False, {}
+
+
+def _sb3(online: Batch, layout: ObsLayout, device: torch.device, seed: int) -> _Contender | str:
+    """Stable-Baselines3's SAC on a full buffer of the same transitions, or why it cannot run."""
+    try:
+        from stable_baselines3 import SAC as SB3SAC
+        from stable_baselines3.common.logger import configure
+    except ImportError as exc:
+        return f"stable-baselines3 does not import ({exc}); pip install robolearn[bench]"
+    n = len(online.reward)
+    model = SB3SAC(
+        "MlpPolicy",
+        _SpacesOnly(layout.dim, online.action.shape[1]),
+        buffer_size=n,
+        batch_size=BATCH_SIZE,
+        learning_starts=0,
+        policy_kwargs={"net_arch": list(HIDDEN), "n_critics": 2},
+        device=device,
+        seed=seed,
+    )
+    model.set_logger(configure(None, []))  # train() records to a logger; this one writes nowhere
+    buffer = model.replay_buffer
+    assert buffer is not None
+    buffer.observations[:, 0] = layout.flatten(online.obs)
+    buffer.next_observations[:, 0] = layout.flatten(online.next_obs)
+    buffer.actions[:, 0] = online.action
+    buffer.rewards[:, 0] = online.reward
+    buffer.dones[:, 0] = online.terminated
+    buffer.full = True
+
+    def run(k: int) -> None:
+        model.train(gradient_steps=k, batch_size=BATCH_SIZE)
+
+    version = importlib.metadata.version("stable-baselines3")
+    note = f"stable-baselines3 {version}: model.train(gradient_steps, batch_size=256), its sampling, {device.type}"
+    return _Contender(SB3, run, note)
+
+
+def _time(contender: _Contender, updates: int) -> tuple[float, float]:
+    """Updates per wall-clock second and per CPU-second of this process."""
+    cpu, start = time.process_time(), time.perf_counter()
+    contender.run(updates)
+    return updates / (time.perf_counter() - start), updates / max(time.process_time() - cpu, 1e-9)
+
+
+def _throughput(
+    cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    shapes, action_dim = _task_shapes()
+    layout = ObsLayout(shapes)
+    rng = np.random.default_rng(cfg.seed)
+    online = _random_batch(shapes, action_dim, ONLINE_TRANSITIONS, rng)
+    demos = _random_batch(shapes, action_dim, DEMO_TRANSITIONS, rng)
+    contenders = [_robolearn(n, online, demos, shapes, device, cfg.seed) for n in cfg.critics]
+    sb3 = _sb3(online, layout, device, cfg.seed)
+    if isinstance(sb3, str):
+        log.warning("throughput: %s skipped: %s", SB3, sb3)
+    else:
+        contenders.append(sb3)
+    for c in contenders:
+        say(f"throughput: {c.name}: {cfg.warmup_updates} warm-up updates")
+        c.run(cfg.warmup_updates)
+    rates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    cpu_rates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for r in range(cfg.rounds):
+        for c in contenders if r % 2 == 0 else contenders[::-1]:
+            rate, cpu_rate = _time(c, cfg.updates)
+            rates[c.name].append(rate)
+            cpu_rates[c.name].append(cpu_rate)
+            say(
+                f"throughput: {c.name}, round {r + 1}/{cfg.rounds}: {rate:,.1f} updates/s, {cpu_rate:,.1f} per CPU-s"
+            )
+    median = {name: statistics.median(r) for name, r in rates.items()}
+    cpu_median = {name: statistics.median(r) for name, r in cpu_rates.items()}
+    reference = "robolearn SAC, 2 critics"
+    sb3_rate, sb3_cpu = median.get(SB3), cpu_median.get(SB3)
+    rows = [
+        {
+            "part": "throughput",
+            "contender": c.name,
+            "updates_per_s": median[c.name],
+            "updates_per_cpu_s": cpu_median[c.name],
+            "vs_sb3": _ratio(median[c.name], sb3_rate),
+            "note": c.note,
+        }
+        for c in contenders
+    ]
+    if isinstance(sb3, str):
+        rows.append({"part": "throughput", "contender": SB3, "note": sb3})
+    summary: dict[str, Any] = {
+        "updates_vs_sb3": _ratio(median.get(reference), sb3_rate),
+        "updates_vs_sb3_per_cpu_s": _ratio(cpu_median.get(reference), sb3_cpu),
+        "sb3_updates_per_s": sb3_rate,
+        "sb3_unavailable": sb3 if isinstance(sb3, str) else None,
+    }
+    for n in cfg.critics:
+        summary[f"robolearn_{n}_critics_updates_per_s"] = median[f"robolearn SAC, {n} critics"]
+    summary["throughput"] = {
+        "batch_size": BATCH_SIZE,
+        "hidden": list(HIDDEN),
+        "obs_dim": layout.dim,
+        "action_dim": action_dim,
+        "updates_per_round": cfg.updates,
+        "rounds": cfg.rounds,
+        "updates_per_s": median,
+        "updates_per_cpu_s": cpu_median,
+        "runs": {
+            name: {"updates_per_s": rates[name], "updates_per_cpu_s": cpu_rates[name]} for name in rates
+        },
+    }
+    return rows, summary
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
+
+
+# -- pick_cube -----------------------------------------------------------------------------------
+
+
+def _censored_median(values: list[float | None]) -> float | None:
+    """Median with None (never reached) as infinity; None when the median itself is infinite."""
+    m = statistics.median(math.inf if v is None else v for v in values)
+    return None if math.isinf(m) else m
+
+
+class _EvalClock:
+    """A ``train`` progress hook: reports each evaluation and adds up the time evaluations took.
+
+    ``train`` evaluates inside a loop iteration, so an iteration in which an evaluation appeared lasted
+    about that evaluation plus one ordinary iteration (a fraction of a second).
+    """
+
+    def __init__(self, label: str, say: Callable[[str], None]) -> None:
+        self.label = label
+        self.say = say
+        self.seen = 0
+        self.last = time.perf_counter()
+        self.eval_seconds = 0.0
+
+    def __call__(self, state: RunState, live: dict[str, float]) -> None:
+        now = time.perf_counter()
+        if len(state.evals) > self.seen:
+            self.seen = len(state.evals)
+            self.eval_seconds += now - self.last
+            e = state.evals[-1]
+            self.say(
+                f"pick_cube {self.label}: {e['env_steps']:,} env steps, {e['minutes']:.1f} min, "
+                f"success {e['success_rate']:.0%}, {live['updates_per_s']:.0f} updates/s"
+            )
+        self.last = now
+
+
+def _pick_cube_run(cfg: LearnBenchCfg, seed: int, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    train_cfg = TrainCfg(
+        task=TASK,
+        backend="mujoco_batch",
+        num_envs=cfg.num_envs,
+        steps=cfg.steps,
+        seed=seed,
+        out=out,
+        name=f"{TASK}-s{seed}",
+        scripted_demos=SCRIPTED_DEMOS,
+        eval_every=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes,
+        final_eval_episodes=cfg.eval_episodes,
+        checkpoint_every=cfg.steps,  # one checkpoint, at the end: saving is not what is measured
+        video=False,
+        device=cfg.device,
+        stop_at_success=TARGET_SUCCESS,
+        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio),
+    )
+    clock = _EvalClock(f"seed {seed}", say)
+    start = time.perf_counter()
+    summary = train(train_cfg, clock)
+    reached = next((e for e in summary["evals"] if e["success_rate"] >= TARGET_SUCCESS), None)
+    return {
+        "seed": seed,
+        "steps_to_90": None if reached is None else reached["env_steps"],
+        "minutes_to_90": None if reached is None else reached["minutes"],
+        "best_success_rate": max((e["success_rate"] for e in summary["evals"]), default=None),
+        "final_success_rate": summary["success_rate"],
+        "env_steps": summary["env_steps"],
+        "updates": summary["updates"],
+        "loop_minutes": summary["wall_minutes"],
+        "eval_minutes": clock.eval_seconds / 60,
+        "total_minutes": (time.perf_counter() - start) / 60,
+        "curve": [[e["env_steps"], e["success_rate"], e["minutes"]] for e in summary["evals"]],
+    }
+
+
+def _pick_cube(cfg: LearnBenchCfg, say: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    runs = []
+    with contextlib.ExitStack() as stack:
+        out = cfg.out if cfg.out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for seed in range(cfg.seed, cfg.seed + cfg.seeds):
+            say(f"pick_cube seed {seed}: training up to {cfg.steps:,} env steps")
+            runs.append(_pick_cube_run(cfg, seed, out, say))
+    rows = [
+        {
+            "part": "pick_cube",
+            "contender": f"seed {run['seed']}",
+            "steps_to_90": run["steps_to_90"],
+            "minutes_to_90": run["minutes_to_90"],
+            "note": f"best {run['best_success_rate']:.0%} of {cfg.eval_episodes} episodes in {run['env_steps']:,} "
+            f"env steps, {run['loop_minutes']:.1f} min (evaluations {run['eval_minutes']:.1f})",
+        }
+        for run in runs
+    ]
+    steps = _censored_median([run["steps_to_90"] for run in runs])
+    minutes = _censored_median([run["minutes_to_90"] for run in runs])
+    reached = sum(run["steps_to_90"] is not None for run in runs)
+    rows.append(
+        {
+            "part": "pick_cube",
+            "contender": f"median of {len(runs)}",
+            "steps_to_90": steps,
+            "minutes_to_90": minutes,
+            "note": f"{reached} of {len(runs)} seeds reached 90% within {cfg.steps:,} env steps",
+        }
+    )
+    summary = {
+        "pick_cube_steps_to_90": steps,
+        "pick_cube_minutes_to_90": minutes,
+        "pick_cube": {
+            "seeds_reached": reached,
+            "seeds": len(runs),
+            "step_budget": cfg.steps,
+            "eval_every": cfg.eval_every,
+            "eval_episodes": cfg.eval_episodes,
+            "num_envs": cfg.num_envs,
+            "utd_ratio": cfg.utd_ratio,
+            "scripted_demos": SCRIPTED_DEMOS,
+            "runs": runs,
+        },
+    }
+    return rows, summary
+
+
+# -- the benchmark -------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for package in ("robolearn", "torch", "stable-baselines3", "mujoco", "numpy"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _goals(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    goals: dict[str, dict[str, Any]] = {}
+    for key, goal in GOALS.items():
+        if key not in summary:
+            continue
+        value = summary[key]
+        if key == "updates_vs_sb3":
+            met = None if value is None else value >= goal
+        else:  # null: the median seed never reached 90%
+            met = value is not None and value <= goal
+        goals[key] = {"goal": goal, "met": met}
+    return goals
+
+
+def run_learn_bench(
+    cfg: LearnBenchCfg, progress: Callable[[str], None] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run the parts of ``cfg``; return one table row per contender (or seed) and the summary (JSON-ready).
+
+    ``progress`` receives a line per timed round and per evaluation (default: the module's logger).
+    """
+    _check(cfg)
+    say = progress if progress is not None else log.info
+    device = _device(cfg.device)
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"machine": _machine(), "versions": _versions(), "device": device.type}
+    with _torch_threads(cfg.torch_threads) as threads:
+        summary["torch_threads"] = threads
+        if "throughput" in cfg.parts:
+            part_rows, part = _throughput(cfg, device, say)
+            rows += part_rows
+            summary |= part
+        if "pick_cube" in cfg.parts:
+            part_rows, part = _pick_cube(cfg, say)
+            rows += part_rows
+            summary |= part
+    summary["goals"] = _goals(summary)
+    summary["machine"]["load_average_1min_at_end"] = os.getloadavg()[0]
+    return rows, summary
+
+
+COLUMNS = (
+    ("part", "part"),
+    ("contender", "contender"),
+    ("updates_per_s", "updates/s"),
+    ("updates_per_cpu_s", "per CPU-s"),
+    ("vs_sb3", "vs SB3"),
+    ("steps_to_90", "env steps to 90%"),
+    ("minutes_to_90", "minutes to 90%"),
+    ("note", "note"),
+)
+"""Row keys shown, with their headers: medians over rounds (throughput) or the seed's figures (pick_cube)."""
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key == "vs_sb3":
+        return f"{value:.2f}x"
+    if key in ("updates_per_s", "updates_per_cpu_s", "minutes_to_90"):
+        return f"{value:,.1f}"
+    if key == "steps_to_90":
+        return f"{value:,.0f}"
+    return str(value)
+
+
+def format_learn_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as aligned columns under a header; numbers right-aligned, a missing value as ``-``."""
+    cells = [[header for _, header in COLUMNS]]
+    cells += [[_cell(key, row.get(key)) for key, _ in COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    numeric = [key not in ("part", "contender", "note") for key, _ in COLUMNS]
+    lines = [
+        "  ".join(
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric, strict=True)
+        ).rstrip()
+        for line in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
