@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
+from robolearn.bench.learn import LearnBenchCfg
 from robolearn.bench.sim import SimBenchCfg
 from robolearn.replay import CorruptFileError
 from robolearn.sim.backend import BackendName, SimError
@@ -71,7 +72,10 @@ class EvalCmd:
 class BenchCmd:
     """Benchmarks, measured side by side in one run; the last line is one JSON object."""
 
-    what: tyro.conf.OmitSubcommandPrefixes[Annotated[SimBenchCfg, tyro.conf.subcommand("sim")]]
+    what: tyro.conf.OmitSubcommandPrefixes[
+        Annotated[SimBenchCfg, tyro.conf.subcommand("sim")]
+        | Annotated[LearnBenchCfg, tyro.conf.subcommand("learn")]
+    ]
 
 
 Command = (
@@ -280,11 +284,19 @@ def _train(cmd: TrainCfg) -> None:
 
 
 def _bench(cmd: BenchCmd) -> None:
+    from robolearn.bench.learn import format_learn_table, run_learn_bench
     from robolearn.bench.report import format_table
     from robolearn.bench.sim import run_sim_bench
 
-    rows, summary = run_sim_bench(cmd.what, progress=lambda msg: print(msg, file=sys.stderr))
-    print(format_table(rows))
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    if isinstance(cmd.what, SimBenchCfg):
+        rows, summary = run_sim_bench(cmd.what, progress=say)
+        print(format_table(rows))
+    else:
+        rows, summary = run_learn_bench(cmd.what, progress=say)
+        print(format_learn_table(rows))
     print(json.dumps(summary))
 
 

@@ -171,9 +171,9 @@ class SAC(nn.Module):
         self.target_entropy = -scale * action_dim
         self.to(device)
         # Parameter lists fetched once: the update loops over them every step.
-        self._actor_params = list(self.actor.parameters())
-        self._critic_params = list(self.critic.parameters())
-        self._target_params = list(self.target_critic.parameters())
+        self._actor_params: list[torch.Tensor] = list(self.actor.parameters())
+        self._critic_params: list[torch.Tensor] = list(self.critic.parameters())
+        self._target_params: list[torch.Tensor] = list(self.target_critic.parameters())
         # Fused Adam: one kernel per step instead of several per parameter; the same algorithm, rounded
         # slightly differently. Fused kernels exist for CPU and CUDA.
         fused = True if device.type in ("cpu", "cuda") else None
@@ -223,13 +223,13 @@ class SAC(nn.Module):
         act, logp = self.actor.sample(obs)
         q = self.critic(obs, act).mean(dim=0)
         actor_loss = (alpha.detach() * logp - q).mean()
-        self.actor_opt.zero_grad(set_to_none=True)
-        # Gradients for the actor only: autograd skips the critics' weight gradients entirely.
-        actor_loss.backward(inputs=self._actor_params)
-        self.actor_opt.step()
         alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
         self.alpha_opt.zero_grad(set_to_none=True)
-        alpha_loss.backward()
+        # One backward pass for both losses, which share no parameters (the actor's sees the temperature
+        # detached), into the actor and the temperature only: autograd skips the critics' weight gradients.
+        (actor_loss + alpha_loss).backward(inputs=[*self._actor_params, self.log_alpha])
+        self.actor_opt.step()
         self.alpha_opt.step()
         return actor_loss.detach(), alpha.detach(), -logp.detach().mean()
 

@@ -104,7 +104,8 @@ def make_train_env(cfg: TrainCfg, num_envs: int, seed: int, render: bool = False
     env_id = gym_env_id(cfg.task)
     if env_id is not None:
         return GymVectorTask(env_id, num_envs, render=render)
-    backend = cfg.backend if num_envs > 1 or cfg.backend != "mujoco_batch" else "mujoco"
+    # The one-world MuJoCo reference cannot hold an evaluation batch; its batched twin can.
+    backend = "mujoco_batch" if cfg.backend == "mujoco" and num_envs > 1 else cfg.backend
     return TaskEnv(cfg.task, backend, num_envs, seed=seed, randomize=cfg.randomize and not render)
 
 

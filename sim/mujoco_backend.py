@@ -300,7 +300,10 @@ class MujocoBatchBackend(_MujocoBase):
     def step(self, ctrl: FloatArray, substeps: int) -> None:
         time_before, finite_before = self._time.copy(), self._finite()
         self._ctrl[:] = ctrl
-        self.batch.step(nstep=substeps, stage=self._stage)
+        try:
+            self.batch.step(nstep=substeps, stage=self._stage)
+        except mujoco.batch.SimulationError as exc:  # the failed worlds are in status; reset below
+            log.warning("mujoco.batch: %s", str(exc).splitlines()[0])
         self._check_stability(time_before, finite_before, substeps)
         self._unstable |= np.asarray(self.batch.status) != 0
 

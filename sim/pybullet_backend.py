@@ -12,8 +12,11 @@ inertial frame, and ``calculateJacobian`` takes points in that frame.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +63,21 @@ def _wxyz(xyzw: Sequence[float]) -> list[float]:
 
 def _xyzw(wxyz: Sequence[float]) -> list[float]:
     return [wxyz[1], wxyz[2], wxyz[3], wxyz[0]]
+
+
+@contextlib.contextmanager
+def _stdout_silenced() -> Iterator[None]:
+    """Send the process's file descriptor 1 to /dev/null: C code's prints bypass sys.stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 @dataclass(frozen=True)
@@ -140,7 +158,8 @@ class PybulletBackend:
     def _build_world(self) -> BulletClient:
         """A new physics server holding the scene; body ids come out the same in every world."""
         scene, robot = self.scene, self.scene.robot
-        c = BulletClient(p.DIRECT)
+        with _stdout_silenced():  # the engine prints "argv[0]=" on connecting, over our output
+            c = BulletClient(p.DIRECT)
         c.setAdditionalSearchPath(pybullet_data.getDataPath())
         c.setGravity(0.0, 0.0, -GRAVITY)
         c.setPhysicsEngineParameter(fixedTimeStep=scene.physics_dt, deterministicOverlappingPairs=1)

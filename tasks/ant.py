@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray
 from robolearn.sim.scene import CameraCfg, FrameCfg, MjcfAsset, RobotCfg, SceneCfg
+from robolearn.tasks import terms
 from robolearn.tasks.core import (
     ActionCfg,
     DoneTerm,
@@ -67,8 +68,8 @@ def qpos_without_xy(env: TaskEnvView) -> FloatArray:
     return mj_field(env, "qpos")[:, 2:]
 
 
-def qvel(env: TaskEnvView) -> FloatArray:
-    """All generalized velocities: torso linear (m/s, world) and angular (rad/s, body), hinges (rad/s)."""
+def generalized_velocities(env: TaskEnvView) -> FloatArray:
+    """All of qvel: torso linear (m/s, world) and angular (rad/s, body) velocity, hinge rates (rad/s)."""
     return mj_field(env, "qvel")
 
 
@@ -79,11 +80,6 @@ def clipped_contact_forces(env: TaskEnvView, first_body: int = 1) -> FloatArray:
 
 
 # -- rewards -----------------------------------------------------------------------------------
-def forward_velocity(env: TaskEnvView) -> FloatArray:
-    """Torso displacement along x over the last control step, divided by its duration (m/s)."""
-    return env.state["forward_velocity"][:, 0]
-
-
 def healthy(env: TaskEnvView) -> BoolArray:
     """True where the state is finite and the torso height lies in ``HEALTHY_Z``."""
     qpos = mj_field(env, "qpos")
@@ -98,7 +94,7 @@ def unhealthy(env: TaskEnvView) -> BoolArray:
 
 
 def action_l2(env: TaskEnvView) -> FloatArray:
-    """Sum of squared action components."""
+    """Sum of squared components of the applied (clipped) action."""
     return np.sum(np.square(env.action), axis=1)
 
 
@@ -121,20 +117,20 @@ def motor_commands(env: TaskEnvView, action: FloatArray) -> FloatArray:
 def track_torso_x(env: TaskEnvView) -> None:
     """After a step: the torso's x velocity over it (Ant-v5's forward reward) and its new x position."""
     x = mj_field(env, "qpos")[:, 0]
-    env.state["forward_velocity"][:, 0] = (x - env.state["torso_x"][:, 0]) / env.cfg.control_dt
-    env.state["torso_x"][:, 0] = x
+    env.state["forward_velocity"][:] = (x - env.state["torso_x"]) / env.cfg.control_dt
+    env.state["torso_x"][:] = x
 
 
 def record_torso_x(env: TaskEnvView, ids: IntArray) -> None:
     """At a reset: the torso's x position the first step's velocity starts from."""
-    env.state["torso_x"][ids, 0] = mj_field(env, "qpos")[ids, 0]
+    env.state["torso_x"][ids] = mj_field(env, "qpos")[ids, 0]
 
 
 def perturb_state(env: TaskEnvView, ids: IntArray, noise: float) -> None:
     """Ant-v5's reset noise: uniform in [-noise, noise] on every qpos, normal with std ``noise`` on qvel."""
-    qpos, qvel_ = mj_field(env, "qpos"), mj_field(env, "qvel")
+    qpos, qvel = mj_field(env, "qpos"), mj_field(env, "qvel")
     qpos[ids] += env.rng.uniform(-noise, noise, size=(len(ids), qpos.shape[1]))
-    qvel_[ids] = noise * env.rng.standard_normal((len(ids), qvel_.shape[1]))
+    qvel[ids] = noise * env.rng.standard_normal((len(ids), qvel.shape[1]))
 
 
 def make_cfg() -> TaskCfg:
@@ -167,12 +163,12 @@ def make_cfg() -> TaskCfg:
         ),
         observations={
             "qpos": ObsTerm(qpos_without_xy, "m (z), 1 (quaternion), rad (hinges)"),
-            "qvel": ObsTerm(qvel, "m/s, rad/s"),
+            "qvel": ObsTerm(generalized_velocities, "m/s, rad/s"),
             "contact_forces": ObsTerm(clipped_contact_forces, "N m, N (clipped)"),
         },
         rewards={
             "healthy": RewardTerm(healthy, 1.0),
-            "forward": RewardTerm(forward_velocity, 1.0),
+            "forward": RewardTerm(terms.task_state, 1.0, {"key": "forward_velocity"}),
             "ctrl_cost": RewardTerm(action_l2, -0.5),
             "contact_cost": RewardTerm(contact_force_l2, -5e-4),
         },
@@ -183,7 +179,7 @@ def make_cfg() -> TaskCfg:
             "torso_x": EventTerm(record_torso_x),
         },
         updates={"torso_x": StepTerm(track_torso_x)},
-        state={"torso_x": (1,), "forward_velocity": (1,)},
+        state={"torso_x": (), "forward_velocity": ()},
         end_on_success=False,
         backends=("mujoco", "mujoco_batch"),
     )

@@ -42,6 +42,10 @@ def test_summary_has_every_figure(bench: tuple[list[dict[str, Any]], dict[str, A
         assert summary["ant_vs_envpool"] == pytest.approx(ant["robolearn mujoco_batch"] / ant["envpool"])
     assert summary["ant_vs_raw"] == pytest.approx(ant["robolearn mujoco_batch"] / ant["raw mujoco.batch"])
     assert set(summary["goals"]) == {"ant_vs_envpool", "ant_vs_raw", "panda_vs_raw"}
+    per_cpu = summary["per_cpu_second"]
+    for key in ("ant_vs_raw", "ant_vs_gymnasium", "panda_vs_raw"):
+        assert per_cpu[key] > 0, key
+    assert len(summary["runs"]["ant"]["raw mujoco.batch"]["steps_per_s"]) == 1  # one round
 
 
 def test_every_task_is_measured_on_one_world(

@@ -39,7 +39,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -176,8 +176,9 @@ class _Contender:
 def _task_shapes() -> tuple[dict[str, tuple[int, ...]], int]:
     """The task's observation shapes and action dimension."""
     env = TaskEnv(TASK, "mujoco", 1)
-    shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
-    action_dim = int(env.single_action_space.shape[0])
+    obs, _ = env.reset(seed=0)
+    shapes = {k: tuple(v.shape[1:]) for k, v in obs.items()}
+    action_dim = len(env.cfg.action.names)
     env.close()
     return shapes, action_dim
 
@@ -195,13 +196,14 @@ def _random_batch(
 
 
 def _robolearn(
-    num_critics: int,
+    sac: SACConfig,
     online: Batch,
     demos: Batch,
     shapes: dict[str, tuple[int, ...]],
     device: torch.device,
     seed: int,
 ) -> _Contender:
+    """robolearn's learner on buffers holding ``online`` and ``demos``; the normalizer fits ``online``."""
     layout = ObsLayout(shapes)
     action_dim = online.action.shape[1]
     buffers = []
@@ -212,7 +214,6 @@ def _robolearn(
     norm = RunningNorm(layout.dim)
     norm.update(layout.flatten(online.obs))
     torch.manual_seed(seed)
-    sac = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, num_critics=num_critics)
     agent = SAC(layout.dim, action_dim, sac, device)
     learner = LearnerRole(agent, layout, buffers[0], buffers[1], norm, LocalExchange(), seed=seed)
 
@@ -220,24 +221,30 @@ def _robolearn(
         for _ in range(k):
             learner.update()
 
-    note = f"LearnerRole.update: symmetric sampling, normalization, {num_critics} LayerNorm critics, {device.type}"
-    return _Contender(f"robolearn SAC, {num_critics} critics", run, note)
+    critics = f"{sac.num_critics} {'LayerNorm ' if sac.layer_norm else ''}critics"
+    note = f"LearnerRole.update: symmetric sampling, normalization, {critics}, {device.type}"
+    return _Contender(_name(sac), run, note)
+
+
+def _name(sac: SACConfig) -> str:
+    return f"robolearn SAC, {sac.num_critics} critics" + ("" if sac.layer_norm else ", no LayerNorm")
 
 
 class _SpacesOnly(gym.Env[np.ndarray, np.ndarray]):
     """An environment that only declares its spaces: SB3 builds from them and never steps it."""
 
     def __init__(self, obs_dim: int, action_dim: int) -> None:
+        self.obs_dim = obs_dim
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict]:
-        return np.zeros(self.observation_space.shape, np.float32), {}
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        return np.zeros(self.obs_dim, np.float32), {}
 
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        return np.zeros(self.observation_space.shape, np.float32), 0.0, False, False, {}
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return np.zeros(self.obs_dim, np.float32), 0.0, False, False, {}
 
 
 def _sb3(online: Batch, layout: ObsLayout, device: torch.device, seed: int) -> _Contender | str:
@@ -272,7 +279,9 @@ def _sb3(online: Batch, layout: ObsLayout, device: torch.device, seed: int) -> _
         model.train(gradient_steps=k, batch_size=BATCH_SIZE)
 
     version = importlib.metadata.version("stable-baselines3")
-    note = f"stable-baselines3 {version}: model.train(gradient_steps, batch_size=256), its sampling, {device.type}"
+    note = (
+        f"stable-baselines3 {version}: model.train(gradient_steps, batch_size=256), sampling, {device.type}"
+    )
     return _Contender(SB3, run, note)
 
 
@@ -291,7 +300,10 @@ def _throughput(
     rng = np.random.default_rng(cfg.seed)
     online = _random_batch(shapes, action_dim, ONLINE_TRANSITIONS, rng)
     demos = _random_batch(shapes, action_dim, DEMO_TRANSITIONS, rng)
-    contenders = [_robolearn(n, online, demos, shapes, device, cfg.seed) for n in cfg.critics]
+    base = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE)
+    # Each ensemble size with SAC's defaults, and SB3's network exactly: 2 critics without LayerNorm.
+    configs = [replace(base, num_critics=n) for n in cfg.critics] + [replace(base, layer_norm=False)]
+    contenders = [_robolearn(sac, online, demos, shapes, device, cfg.seed) for sac in configs]
     sb3 = _sb3(online, layout, device, cfg.seed)
     if isinstance(sb3, str):
         log.warning("throughput: %s skipped: %s", SB3, sb3)
@@ -307,12 +319,11 @@ def _throughput(
             rate, cpu_rate = _time(c, cfg.updates)
             rates[c.name].append(rate)
             cpu_rates[c.name].append(cpu_rate)
-            say(
-                f"throughput: {c.name}, round {r + 1}/{cfg.rounds}: {rate:,.1f} updates/s, {cpu_rate:,.1f} per CPU-s"
-            )
+            round_ = f"round {r + 1}/{cfg.rounds}"
+            say(f"throughput: {c.name}, {round_}: {rate:,.1f} updates/s, {cpu_rate:,.1f} per CPU-s")
     median = {name: statistics.median(r) for name, r in rates.items()}
     cpu_median = {name: statistics.median(r) for name, r in cpu_rates.items()}
-    reference = "robolearn SAC, 2 critics"
+    reference, like_for_like = _name(base), _name(configs[-1])
     sb3_rate, sb3_cpu = median.get(SB3), cpu_median.get(SB3)
     rows = [
         {
@@ -330,11 +341,13 @@ def _throughput(
     summary: dict[str, Any] = {
         "updates_vs_sb3": _ratio(median.get(reference), sb3_rate),
         "updates_vs_sb3_per_cpu_s": _ratio(cpu_median.get(reference), sb3_cpu),
+        "updates_vs_sb3_without_layer_norm": _ratio(median[like_for_like], sb3_rate),
         "sb3_updates_per_s": sb3_rate,
         "sb3_unavailable": sb3 if isinstance(sb3, str) else None,
     }
-    for n in cfg.critics:
-        summary[f"robolearn_{n}_critics_updates_per_s"] = median[f"robolearn SAC, {n} critics"]
+    for sac in configs[:-1]:
+        summary[f"robolearn_{sac.num_critics}_critics_updates_per_s"] = median[_name(sac)]
+    summary["robolearn_2_critics_without_layer_norm_updates_per_s"] = median[like_for_like]
     summary["throughput"] = {
         "batch_size": BATCH_SIZE,
         "hidden": list(HIDDEN),
@@ -386,7 +399,7 @@ class _EvalClock:
             e = state.evals[-1]
             self.say(
                 f"pick_cube {self.label}: {e['env_steps']:,} env steps, {e['minutes']:.1f} min, "
-                f"success {e['success_rate']:.0%}, {live['updates_per_s']:.0f} updates/s"
+                f"success {e['success_rate']:.0%}, {live['updates_per_s']:.0f} critic updates/s"
             )
         self.last = now
 
@@ -442,8 +455,9 @@ def _pick_cube(cfg: LearnBenchCfg, say: Callable[[str], None]) -> tuple[list[dic
             "contender": f"seed {run['seed']}",
             "steps_to_90": run["steps_to_90"],
             "minutes_to_90": run["minutes_to_90"],
-            "note": f"best {run['best_success_rate']:.0%} of {cfg.eval_episodes} episodes in {run['env_steps']:,} "
-            f"env steps, {run['loop_minutes']:.1f} min (evaluations {run['eval_minutes']:.1f})",
+            "note": f"best {run['best_success_rate']:.0%} of {cfg.eval_episodes} episodes; "
+            f"{run['env_steps']:,} env steps in {run['loop_minutes']:.1f} min "
+            f"(evaluations {run['eval_minutes']:.1f})",
         }
         for run in runs
     ]

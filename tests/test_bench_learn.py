@@ -1,0 +1,149 @@
+"""The learning benchmark runs end to end on a tiny configuration and reports every figure; a training run
+stops at the first evaluation that reaches its success target.
+
+Rates are only checked to be positive: the machines are shared, so timing thresholds would be noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import robolearn.train
+from robolearn.bench.learn import LearnBenchCfg, _censored_median, format_learn_table, run_learn_bench
+from robolearn.tasks.core import TaskError
+from robolearn.train import TrainCfg, train
+
+TINY = LearnBenchCfg(
+    seeds=1,
+    steps=1_200,
+    eval_every=600,
+    eval_episodes=2,
+    num_envs=2,
+    updates=3,
+    rounds=2,
+    warmup_updates=1,
+    critics=(2, 3),
+)
+
+
+@pytest.fixture(scope="module")
+def bench() -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    messages: list[str] = []
+    rows, summary = run_learn_bench(TINY, progress=messages.append)
+    return rows, summary, messages
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and math.isfinite(value) and value >= 0)
+
+
+def test_summary_has_every_figure(bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]]) -> None:
+    _, summary, _ = bench
+    json.dumps(summary)  # the CLI prints it as the last line
+    assert summary["torch_threads"] == 1
+    assert summary["machine"]["load_average_1min_at_start"] >= 0
+    for key in ("robolearn_2_critics_updates_per_s", "robolearn_3_critics_updates_per_s"):
+        assert summary[key] > 0, key
+    assert summary["robolearn_2_critics_without_layer_norm_updates_per_s"] > 0
+    assert summary["throughput"]["action_dim"] == 4
+    assert len(summary["throughput"]["runs"]["robolearn SAC, 2 critics"]["updates_per_s"]) == TINY.rounds
+    if summary["sb3_unavailable"] is None:
+        assert summary["sb3_updates_per_s"] > 0
+        expected = summary["robolearn_2_critics_updates_per_s"] / summary["sb3_updates_per_s"]
+        assert summary["updates_vs_sb3"] == pytest.approx(expected)
+    else:
+        assert summary["updates_vs_sb3"] is None
+    assert _number_or_none(summary["pick_cube_steps_to_90"])
+    assert _number_or_none(summary["pick_cube_minutes_to_90"])
+    (run,) = summary["pick_cube"]["runs"]
+    assert run["seed"] == 0 and run["env_steps"] == TINY.steps
+    assert run["updates"] > 0  # past the 1,000 transitions before learning starts
+    assert [point[0] for point in run["curve"]] == [600, 1_200]
+    for key in ("steps_to_90", "minutes_to_90", "best_success_rate", "final_success_rate", "loop_minutes"):
+        assert _number_or_none(run[key]), key
+    assert set(summary["goals"]) == {"updates_vs_sb3", "pick_cube_steps_to_90", "pick_cube_minutes_to_90"}
+
+
+def test_table_has_a_row_per_contender_and_seed(
+    bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]],
+) -> None:
+    rows, _, messages = bench
+    lines = format_learn_table(rows).splitlines()
+    assert len(lines) == len(rows) + 2  # header and rule
+    # 3 robolearn learners and SB3's (or its reason), a seed and the median.
+    assert len(rows) == 6
+    assert any(m.startswith("throughput: robolearn SAC, 2 critics, round 2/2") for m in messages)
+    assert any(m.startswith("pick_cube seed 0: 1,200 env steps") for m in messages)
+
+
+SuccessCurve = list[tuple[int, float]]
+
+
+@pytest.fixture
+def success_curve(monkeypatch: pytest.MonkeyPatch) -> Iterator[SuccessCurve]:
+    """Training's evaluations return, instantly, the rate of the last (env steps, rate) point reached."""
+    curve: SuccessCurve = []
+
+    def evaluate(learner: Any, *args: Any) -> dict[str, Any]:
+        rate = [r for steps, r in curve if learner.env_steps >= steps][-1]
+        return {"success_rate": rate, "success_rate_ci95": [rate, rate], "return_mean": 0.0}
+
+    monkeypatch.setattr(robolearn.train, "_evaluate", evaluate)
+    yield curve
+
+
+def test_the_first_evaluation_at_90_percent_counts_and_stops_the_run(
+    success_curve: SuccessCurve, tmp_path: Path
+) -> None:
+    success_curve += [(0, 0.2), (200, 0.88), (300, 0.9), (400, 1.0)]
+    cfg = LearnBenchCfg(parts=("pick_cube",), seeds=2, steps=2_000, eval_every=100, num_envs=2, out=tmp_path)
+    rows, summary = run_learn_bench(cfg)
+    runs = summary["pick_cube"]["runs"]
+    assert [run["steps_to_90"] for run in runs] == [300, 300]
+    assert [run["env_steps"] for run in runs] == [300, 300]  # stopped there, well before the budget
+    assert [run["seed"] for run in runs] == [0, 1]
+    assert summary["pick_cube_steps_to_90"] == 300
+    assert 0 < summary["pick_cube_minutes_to_90"] < 15
+    assert summary["goals"]["pick_cube_steps_to_90"]["met"] is True
+    assert rows[-1]["note"] == "2 of 2 seeds reached 90% within 2,000 env steps"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["panda_pick_cube-s0", "panda_pick_cube-s1"]
+
+
+def test_train_stops_early_only_when_asked(success_curve: SuccessCurve, tmp_path: Path) -> None:
+    success_curve.append((0, 1.0))
+    cfg = TrainCfg(
+        task="panda_reach",
+        num_envs=2,
+        steps=400,
+        eval_every=100,
+        checkpoint_every=1_000,
+        video=False,
+        out=tmp_path,
+    )
+    assert train(replace(cfg, name="all"))["env_steps"] == 400
+    assert train(replace(cfg, name="stop", stop_at_success=1.0))["env_steps"] == 100
+
+
+def test_medians_count_a_seed_that_never_got_there_as_slowest() -> None:
+    assert _censored_median([4_000, None, 2_000]) == 4_000
+    assert _censored_median([None, None, 2_000]) is None
+    assert _censored_median([1.0, 3.0]) == 2.0
+    assert _censored_median([1.0, None]) is None
+
+
+def test_bad_configuration_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="seeds must be at least 1, got 0"):
+        run_learn_bench(LearnBenchCfg(seeds=0))
+    with pytest.raises(TaskError, match="unknown benchmark parts"):
+        run_learn_bench(LearnBenchCfg(parts=("speed",)))  # type: ignore[arg-type]
+    with pytest.raises(TaskError, match="critics must be ensemble sizes"):
+        run_learn_bench(LearnBenchCfg(critics=()))
+    with pytest.raises(TaskError, match="stop-at-success must be in"):
+        train(TrainCfg(task="panda_reach", stop_at_success=1.5, out=tmp_path))
