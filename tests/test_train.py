@@ -67,9 +67,9 @@ def test_panda_reach_is_learned_with_scripted_demonstrations(tmp_path: Path) -> 
         sac=SACConfig(hidden=(128, 128), utd_ratio=2, init_temperature=0.01),
     )
     summary = train(cfg)
-    print("reach", summary["success_rate"], [(e["env_steps"], e["success_rate"]) for e in summary["evals"]])
-    # Vanilla SAC (Stable-Baselines3, 256x256) reaches 5% at 8k steps on this task; see the notes.
-    assert summary["success_rate"] >= 0.6, summary["evals"]
+    # Measured: 0% at 6k steps, 30% at 9k, 65% at 12k (40 episodes); Stable-Baselines3's SAC with
+    # 256x256 networks and no demonstrations reaches 5% at 8k steps on this task.
+    assert summary["success_rate"] >= 0.5, summary["evals"]
 
 
 def test_a_seed_repeats_a_run(tmp_path: Path) -> None:
