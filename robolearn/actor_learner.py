@@ -91,7 +91,9 @@ class LocalExchange:
             return self._weights
 
 
-PolicyFactory = Callable[[Weights], Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]]]
+PolicyFactory = Callable[
+    [Weights], Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]]
+]
 """Builds, from published weights, a function (obs, explore) -> physical actions."""
 
 
@@ -119,7 +121,9 @@ class ActorRole:
         self.random_steps = random_steps
         self.rng = np.random.default_rng(seed)
         self.version = 0
-        self.policy: Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]] | None = None
+        self.policy: Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]] | None = (
+            None
+        )
         self.env_steps = 0
         self.obs, _ = env.reset(seed=seed)
 

@@ -54,7 +54,7 @@ def collect_scripted_demos(
                 )
             )
         if "final_info" in info:
-            for i in np.flatnonzero(info["_final_info"]):
+            for i in np.flatnonzero(info["_final_info"]).tolist():
                 attempts += 1
                 if info["final_info"]["episode_success"][i] and kept < episodes:
                     for transition in pending[i]:

@@ -122,8 +122,17 @@ class ReplayBuffer:
                 buf.action[:n] = data["action"]
                 buf.reward[:n] = data["reward"]
                 buf.terminated[:n] = data["terminated"]
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CorruptFileError(f"replay buffer {path} is damaged or not a robolearn buffer: {exc}") from None
+        except (
+            OSError,
+            KeyError,
+            ValueError,
+            zipfile.BadZipFile,
+            json.JSONDecodeError,
+            UnicodeDecodeError,
+        ) as exc:
+            raise CorruptFileError(
+                f"replay buffer {path} is damaged or not a robolearn buffer: {exc}"
+            ) from None
         buf.size, buf.pos, buf.total_added = n, int(meta["pos"]), int(meta["total_added"])
         return buf
 
@@ -133,7 +142,11 @@ def _tail(x: Any, n: int) -> Any:
 
 
 def sample_symmetric(
-    online: ReplayBuffer, demos: ReplayBuffer | None, batch_size: int, demo_fraction: float, rng: np.random.Generator
+    online: ReplayBuffer,
+    demos: ReplayBuffer | None,
+    batch_size: int,
+    demo_fraction: float,
+    rng: np.random.Generator,
 ) -> Batch:
     """RLPD's symmetric sampling: a fixed share of every batch from the demonstrations.
 
@@ -145,7 +158,7 @@ def sample_symmetric(
         return online.sample(batch_size, rng)
     if len(online) == 0:
         return demos.sample(batch_size, rng)
-    n_demo = int(round(batch_size * demo_fraction))
+    n_demo = round(batch_size * demo_fraction)
     a, b = demos.sample(n_demo, rng), online.sample(batch_size - n_demo, rng)
     return Batch(
         {k: np.concatenate([a.obs[k], b.obs[k]]) for k in a.obs},

@@ -63,7 +63,8 @@ class SACConfig:
             raise ValueError(f"num_critics must be at least 1, got {self.num_critics}")
         if self.critic_subsample is not None and not 1 <= self.critic_subsample <= self.num_critics:
             raise ValueError(
-                f"critic_subsample must be between 1 and num_critics={self.num_critics}, got {self.critic_subsample}"
+                f"critic_subsample must be between 1 and num_critics={self.num_critics}, "
+                f"got {self.critic_subsample}"
             )
         if self.utd_ratio < 1:
             raise ValueError(f"utd_ratio must be at least 1, got {self.utd_ratio}")
@@ -99,7 +100,9 @@ class EnsembleLayerNorm(nn.Module):
 class CriticEnsemble(nn.Module):
     """N Q-functions Q(s, a) with stacked weights; returns (N, B)."""
 
-    def __init__(self, num: int, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool) -> None:
+    def __init__(
+        self, num: int, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool
+    ) -> None:
         super().__init__()
         self.num = num
         layers: list[nn.Module] = []
@@ -195,7 +198,12 @@ class SAC(nn.Module):
         self.alpha_opt.load_state_dict(state["alpha"])
 
     def _critic_step(
-        self, obs: torch.Tensor, act: torch.Tensor, rew: torch.Tensor, next_obs: torch.Tensor, term: torch.Tensor
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        rew: torch.Tensor,
+        next_obs: torch.Tensor,
+        term: torch.Tensor,
     ) -> torch.Tensor:
         cfg = self.cfg
         alpha = self.log_alpha.exp().detach()
@@ -234,7 +242,12 @@ class SAC(nn.Module):
         return actor_loss.detach(), alpha.detach(), -logp.detach().mean()
 
     def update(
-        self, obs: torch.Tensor, act: torch.Tensor, rew: torch.Tensor, next_obs: torch.Tensor, term: torch.Tensor
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        rew: torch.Tensor,
+        next_obs: torch.Tensor,
+        term: torch.Tensor,
     ) -> dict[str, float]:
         """``utd_ratio`` critic steps on consecutive slices of the batch, then one actor step.
 

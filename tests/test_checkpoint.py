@@ -104,7 +104,7 @@ def test_code_in_a_checkpoint_is_never_executed(tmp_path: Path, monkeypatch: pyt
     torch.save({"actor": _Payload()}, ckpt / "optimizer.pt")
     _rehash(ckpt, "optimizer.pt")  # an attacker who also rewrites the manifest
     loaded = load_checkpoint(ckpt)
-    with pytest.raises(CorruptFileError, match="optimizer.pt refused"):
+    with pytest.raises(CorruptFileError, match=r"optimizer\.pt refused"):
         restore_agent(*_parts(2)[:2], loaded)
     assert not marker.exists()
 

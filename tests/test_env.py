@@ -27,7 +27,7 @@ def test_every_task_builds_and_steps_on_every_backend(task: str, backend: str) -
     obs, _ = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     for _ in range(5):
-        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
         assert env.observation_space.contains(obs)
         assert reward.shape == (num_envs,) and np.isfinite(reward).all()
         assert terminated.dtype == bool and truncated.dtype == bool
@@ -184,7 +184,7 @@ def test_malformed_task_definitions_are_refused() -> None:
     with pytest.raises(TaskError, match=r"reset_events.goal gets parameters \['lo'\]"):
         typo.validate()
     short = dataclasses.replace(cfg, action=dataclasses.replace(cfg.action, low=(0.0,)))
-    with pytest.raises(TaskError, match="action.low has 1 entries"):
+    with pytest.raises(TaskError, match=r"action\.low has 1 entries"):
         short.validate()
     with pytest.raises(TaskError, match="not a positive multiple"):
         dataclasses.replace(cfg, control_dt=0.003).validate()
@@ -195,5 +195,5 @@ def test_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
     robot = dataclasses.replace(cfg.scene.robot, asset=UrdfAsset(tmp_path / "missing.urdf"))
     broken = dataclasses.replace(cfg, scene=dataclasses.replace(cfg.scene, robot=robot))
     for backend in ("mujoco", "pybullet"):
-        with pytest.raises(SimError, match="missing.urdf"):
+        with pytest.raises(SimError, match=r"missing\.urdf"):
             TaskEnv(broken, backend, 1)

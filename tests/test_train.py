@@ -87,10 +87,11 @@ def _robolearn(*args: str) -> list[str]:
 
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     args = [
-        "train", "gym:Pendulum-v1", "--num-envs", "1", "--steps", "3000", "--out", str(tmp_path), "--name", "run",
-        "--learning-starts", "200", "--random-steps", "200", "--checkpoint-every", "500", "--eval-every", "100000",
-        "--eval-episodes", "1", "--final-eval-episodes", "1", "--no-video", "--sac.hidden", "32", "32",
-    ]  # fmt: skip
+        *("train", "gym:Pendulum-v1", "--num-envs", "1", "--steps", "3000", "--out", str(tmp_path)),
+        *("--name", "run", "--learning-starts", "200", "--random-steps", "200", "--checkpoint-every", "500"),
+        *("--eval-every", "100000", "--eval-episodes", "1", "--final-eval-episodes", "1", "--no-video"),
+        *("--sac.hidden", "32", "32"),
+    ]
     run = tmp_path / "run"
     proc = subprocess.Popen(_robolearn(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
@@ -124,9 +125,8 @@ def test_a_tampered_checkpoint_is_refused_by_eval(tmp_path: Path) -> None:
     weights.write_bytes(weights.read_bytes()[:-100])
     out = subprocess.run(_robolearn("eval", summary["run_dir"]), capture_output=True, text=True, check=False)
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [
-        f"robolearn: error: checkpoint {ckpt}: model.safetensors does not match its manifest (truncated or modified)"
-    ]
+    message = f"checkpoint {ckpt}: model.safetensors does not match its manifest (truncated or modified)"
+    assert out.stderr.strip().splitlines() == [f"robolearn: error: {message}"]
 
 
 @pytest.mark.slow
