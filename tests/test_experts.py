@@ -12,7 +12,7 @@ from robolearn.evaluation import evaluate, make_policy
 from robolearn.tasks import make_task_cfg, task_names
 
 # Episodes per backend in the default run; the batched backend is cheap enough for 100.
-EPISODES = {"mujoco_batch": 100, "mujoco": 40, "pybullet": 40}
+EPISODES = {"mujoco_batch": 100, "mujoco": 20, "pybullet": 20}
 PAIRS = [
     (t, b) for t in task_names() if make_task_cfg(t).expert is not None for b in make_task_cfg(t).backends
 ]

@@ -4,25 +4,26 @@ its learner updates, against Stable-Baselines3.
 Two parts:
 
 - ``throughput``: gradient updates per second of the learner alone, from filled replay buffers, at
-  batch 256 with 2x256 MLPs and ``panda_pick_cube``'s dimensions (observation 13, action 4).
+  batch 256 with 2x256 MLPs and ``panda_pick_cube``'s observation and action sizes. An update is one
+  critic step and one actor step (update-to-data ratio 1), Stable-Baselines3's gradient step.
   robolearn's contenders time ``LearnerRole.update``, everything a training step pays: RLPD's
   symmetric sampling from an online buffer and a demonstration buffer, flattening the dict
-  observation, normalizing it, the critic step and the actor step (update-to-data ratio 1). One
-  contender per critic ensemble size in ``critics``, other settings SAC's defaults (LayerNorm
-  critics). Stable-Baselines3's SAC (``net_arch=[256, 256]`` for actor and critics, 2 critics, no
-  LayerNorm) times ``model.train(gradient_steps, batch_size=256)``, its own sampling included, on a
-  flat 13-vector observation. Both draw from random transitions of the same dimensions. A warm-up
-  precedes the timing; the contenders then alternate (in reverse order every other round) for
-  ``rounds`` rounds of ``updates`` updates each, and a contender's figure is its median round.
-  Beside the wall-clock rate, updates per CPU-second of this process (all its torch threads) are
-  less sensitive to other jobs on a shared machine.
+  observation, normalizing it, and the two steps. One contender per critic ensemble size in
+  ``critics`` with SAC's other defaults (LayerNorm critics), and one with SB3's network exactly (2
+  critics, no LayerNorm). Stable-Baselines3's SAC (``net_arch=[256, 256]`` for actor and critics,
+  ``n_critics=2``) times ``model.train(gradient_steps, batch_size=256)``, its own sampling included,
+  on the flattened observation. All draw from the same random transitions. Every contender warms up,
+  then they alternate (in reverse order every other round) for ``rounds`` rounds of ``updates``
+  updates each, in one process with the same torch thread count; a contender's figure is its median
+  round. Beside the wall-clock rate, updates per CPU-second of this process are less sensitive to
+  other jobs on a shared machine.
 - ``pick_cube``: sample efficiency. ``robolearn train`` on ``panda_pick_cube`` (``mujoco_batch``)
   with 20 scripted demonstrations, for each of ``seeds`` seeds: the environment steps and the
   wall-clock minutes (of the training loop, evaluations included, as ``train`` records them) until
   the evaluated success rate (``eval_episodes`` episodes of the deterministic policy every
   ``eval_every`` environment steps) first reaches 90%, within a budget of ``steps``; a run stops
-  there. The anchor is SERL's simulated PandaPickCube (Luo et al., 2024), which starts picking
-  around 20k steps and converges in about 15 minutes on an RTX 4090.
+  there (``TrainCfg.stop_at_success``). The anchor is SERL's simulated PandaPickCube (Luo et al.,
+  2024), which starts picking around 20k steps and converges in about 15 minutes on an RTX 4090.
 
 Medians over seeds treat a seed that never reached 90% as infinitely slow, so the median is null
 once half the seeds or more never got there.
@@ -54,7 +55,7 @@ from robolearn.normalization import ObsLayout, RunningNorm
 from robolearn.replay import Batch, ReplayBuffer
 from robolearn.sac import SAC, SACConfig
 from robolearn.tasks.core import TaskError
-from robolearn.train import RunState, TrainCfg, train
+from robolearn.train import RunState, TrainCfg, _device, train
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +116,6 @@ class LearnBenchCfg:
     """First seed: of the pick_cube runs, the random transitions and the networks."""
     out: Path | None = None
     """Keep the pick_cube run folders here (default: a temporary folder, removed afterwards)."""
-
-
-def _device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        raise TaskError("device cuda: no CUDA device is available; use cpu or auto")
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def _check(cfg: LearnBenchCfg) -> None:
@@ -285,10 +278,12 @@ def _sb3(online: Batch, layout: ObsLayout, device: torch.device, seed: int) -> _
     return _Contender(SB3, run, note)
 
 
-def _time(contender: _Contender, updates: int) -> tuple[float, float]:
+def _time(contender: _Contender, updates: int, device: torch.device) -> tuple[float, float]:
     """Updates per wall-clock second and per CPU-second of this process."""
     cpu, start = time.process_time(), time.perf_counter()
     contender.run(updates)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # count the queued kernels too
     return updates / (time.perf_counter() - start), updates / max(time.process_time() - cpu, 1e-9)
 
 
@@ -316,7 +311,7 @@ def _throughput(
     cpu_rates: dict[str, list[float]] = {c.name: [] for c in contenders}
     for r in range(cfg.rounds):
         for c in contenders if r % 2 == 0 else contenders[::-1]:
-            rate, cpu_rate = _time(c, cfg.updates)
+            rate, cpu_rate = _time(c, cfg.updates, device)
             rates[c.name].append(rate)
             cpu_rates[c.name].append(cpu_rate)
             round_ = f"round {r + 1}/{cfg.rounds}"
