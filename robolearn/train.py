@@ -94,7 +94,8 @@ class TrainCfg:
     """Learner hyperparameters."""
 
 
-def _device(name: str) -> torch.device:
+def resolve_device(name: str) -> torch.device:
+    """The torch device for ``auto``, ``cpu`` or ``cuda``; a missing CUDA device is a clear error."""
     if name == "cuda" and not torch.cuda.is_available():
         raise TaskError("--device cuda: no CUDA device is available; use --device cpu or auto")
     if name == "auto":
@@ -186,7 +187,7 @@ def train(
     if gym_env_id(cfg.task) is None:
         make_task_cfg(cfg.task)  # an unknown task fails here, before anything is written
     run_dir = _run_dir(cfg)
-    device = _device(cfg.device)
+    device = resolve_device(cfg.device)
 
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)

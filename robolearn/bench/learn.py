@@ -49,13 +49,13 @@ import numpy as np
 import torch
 
 from robolearn.actor_learner import LearnerRole, LocalExchange
-from robolearn.bench.sim import _machine
+from robolearn.bench.report import format_table, machine_info, ratio, versions
 from robolearn.env import TaskEnv
 from robolearn.normalization import ObsLayout, RunningNorm
 from robolearn.replay import Batch, ReplayBuffer
 from robolearn.sac import SAC, SACConfig
 from robolearn.tasks.core import TaskError
-from robolearn.train import RunState, TrainCfg, _device, train
+from robolearn.train import RunState, TrainCfg, resolve_device, train
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +95,11 @@ class LearnBenchCfg:
     eval_episodes: int = 50
     """Episodes per evaluation of a pick_cube run."""
     num_envs: int = 4
-    """Worlds the pick_cube actor steps: a few amortize stepping, while the learner still makes one
-    update per transition."""
+    """Worlds the pick_cube actor steps (train's default). The learner still makes one update per
+    transition, so this only lets the acting policy lag by up to ``num_envs`` transitions."""
     utd_ratio: int = 1
-    """Critic updates per transition in the pick_cube runs (SAC's default)."""
+    """Critic updates per transition in the pick_cube runs: SAC's default. 20k steps then take about 5
+    minutes on 2 cores; a pilot at 4 took four times as long and learned no faster."""
     critics: tuple[int, ...] = (2, 10)
     """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
     updates: int = 200
@@ -326,7 +327,7 @@ def _throughput(
             "contender": c.name,
             "updates_per_s": median[c.name],
             "updates_per_cpu_s": cpu_median[c.name],
-            "vs_sb3": _ratio(median[c.name], sb3_rate),
+            "vs_sb3": ratio(median[c.name], sb3_rate),
             "note": c.note,
         }
         for c in contenders
@@ -334,9 +335,9 @@ def _throughput(
     if isinstance(sb3, str):
         rows.append({"part": "throughput", "contender": SB3, "note": sb3})
     summary: dict[str, Any] = {
-        "updates_vs_sb3": _ratio(median.get(reference), sb3_rate),
-        "updates_vs_sb3_per_cpu_s": _ratio(cpu_median.get(reference), sb3_cpu),
-        "updates_vs_sb3_without_layer_norm": _ratio(median[like_for_like], sb3_rate),
+        "updates_vs_sb3": ratio(median.get(reference), sb3_rate),
+        "updates_vs_sb3_per_cpu_s": ratio(cpu_median.get(reference), sb3_cpu),
+        "updates_vs_sb3_without_layer_norm": ratio(median[like_for_like], sb3_rate),
         "sb3_updates_per_s": sb3_rate,
         "sb3_unavailable": sb3 if isinstance(sb3, str) else None,
     }
@@ -357,10 +358,6 @@ def _throughput(
         },
     }
     return rows, summary
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a / b
 
 
 # -- pick_cube -----------------------------------------------------------------------------------
@@ -415,6 +412,7 @@ def _pick_cube_run(cfg: LearnBenchCfg, seed: int, out: Path, say: Callable[[str]
         checkpoint_every=cfg.steps,  # one checkpoint, at the end: saving is not what is measured
         video=False,
         device=cfg.device,
+        torch_threads=cfg.torch_threads,
         stop_at_success=TARGET_SUCCESS,
         sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio),
     )
@@ -489,16 +487,6 @@ def _pick_cube(cfg: LearnBenchCfg, say: Callable[[str], None]) -> tuple[list[dic
 # -- the benchmark -------------------------------------------------------------------------------
 
 
-def _versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for package in ("robolearn", "torch", "stable-baselines3", "mujoco", "numpy"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions
-
-
 def _goals(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     goals: dict[str, dict[str, Any]] = {}
     for key, goal in GOALS.items():
@@ -522,9 +510,13 @@ def run_learn_bench(
     """
     _check(cfg)
     say = progress if progress is not None else log.info
-    device = _device(cfg.device)
+    device = resolve_device(cfg.device)
     rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {"machine": _machine(), "versions": _versions(), "device": device.type}
+    summary: dict[str, Any] = {
+        "machine": machine_info(),
+        "versions": versions(("robolearn", "torch", "stable-baselines3", "mujoco", "numpy")),
+        "device": device.type,
+    }
     with _torch_threads(cfg.torch_threads) as threads:
         summary["torch_threads"] = threads
         if "throughput" in cfg.parts:
@@ -567,15 +559,4 @@ def _cell(key: str, value: Any) -> str:
 
 def format_learn_table(rows: list[dict[str, Any]]) -> str:
     """The rows as aligned columns under a header; numbers right-aligned, a missing value as ``-``."""
-    cells = [[header for _, header in COLUMNS]]
-    cells += [[_cell(key, row.get(key)) for key, _ in COLUMNS] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
-    numeric = [key not in ("part", "contender", "note") for key, _ in COLUMNS]
-    lines = [
-        "  ".join(
-            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric, strict=True)
-        ).rstrip()
-        for line in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return format_table(rows, COLUMNS, _cell)

@@ -32,7 +32,6 @@ import contextlib
 import importlib.metadata
 import logging
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ import mujoco.batch
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.bench.report import machine_info, ratio, usable_cpus, versions
 from robolearn.env import TaskEnv
 from robolearn.sim.backend import SimError
 from robolearn.tasks import make_task_cfg, task_names
@@ -109,13 +109,6 @@ def _process_cpu_seconds(pid: int) -> float:
     """CPU time another process has run (s), from Linux's scheduler statistics (nanoseconds)."""
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0]) * 1e-9
-
-
-def _cpus() -> int:
-    """CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _rate(c: _Contender, seconds: float) -> tuple[float, float]:
@@ -212,7 +205,7 @@ def _envpool_ant(cfg: SimBenchCfg, unavailable: dict[str, str]) -> Any:
         unavailable[ENVPOOL] = f"envpool does not import ({exc}); pip install robolearn[bench] (Linux)"
         log.warning("ant: envpool skipped: %s", unavailable[ENVPOOL])
         return None
-    threads = min(cfg.nthread or _cpus(), cfg.num_envs)
+    threads = min(cfg.nthread or usable_cpus(), cfg.num_envs)
     try:
         pool = envpool.make(
             "Ant-v5",
@@ -296,10 +289,6 @@ def _single_contenders(
     return contenders, unavailable
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a / b
-
-
 def _time_part(
     part: str,
     contenders: list[_Contender],
@@ -326,7 +315,7 @@ def _time_part(
             "steps_per_s": best[c.name],
             "median_steps_per_s": statistics.median(rates[c.name]),
             "steps_per_cpu_s": max(cpu_rates[c.name]),
-            "reference_ratio": _ratio(best.get(reference), best[c.name]),
+            "reference_ratio": ratio(best.get(reference), best[c.name]),
             "note": c.note,
         }
         for c in contenders
@@ -355,33 +344,12 @@ def _ratios(ant: dict[str, Any] | None, panda: dict[str, Any] | None) -> dict[st
     """The headline ratios of robolearn's batched environments, from the parts that ran."""
     ratios: dict[str, float | None] = {}
     if ant is not None:
-        ratios["ant_vs_envpool"] = _ratio(ant[ROBOLEARN], ant.get(ENVPOOL))
-        ratios["ant_vs_gymnasium"] = _ratio(ant[ROBOLEARN], ant[GYMNASIUM])
-        ratios["ant_vs_raw"] = _ratio(ant[ROBOLEARN], ant[RAW])
+        ratios["ant_vs_envpool"] = ratio(ant[ROBOLEARN], ant.get(ENVPOOL))
+        ratios["ant_vs_gymnasium"] = ratio(ant[ROBOLEARN], ant[GYMNASIUM])
+        ratios["ant_vs_raw"] = ratio(ant[ROBOLEARN], ant[RAW])
     if panda is not None:
-        ratios["panda_vs_raw"] = _ratio(panda[ROBOLEARN], panda[RAW])
+        ratios["panda_vs_raw"] = ratio(panda[ROBOLEARN], panda[RAW])
     return ratios
-
-
-def _versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for package in ("robolearn", "mujoco", "gymnasium", "envpool", "numpy", "pybullet"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions
-
-
-def _machine() -> dict[str, Any]:
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": _cpus(),
-        "processor": platform.processor() or platform.machine(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "load_average_1min_at_start": os.getloadavg()[0],
-    }
 
 
 def _check(cfg: SimBenchCfg) -> None:
@@ -415,8 +383,8 @@ def run_sim_bench(
         "seconds": cfg.seconds,
         "rounds": cfg.rounds,
         "nthread": cfg.nthread,
-        "machine": _machine(),
-        "versions": _versions(),
+        "machine": machine_info(),
+        "versions": versions(("robolearn", "mujoco", "gymnasium", "envpool", "numpy", "pybullet")),
     }
     unavailable: dict[str, dict[str, str]] = {}
     if "ant" in cfg.parts:
