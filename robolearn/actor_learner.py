@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from robolearn.env import transition_next_obs
 from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.replay import Batch, ReplayBuffer, sample_symmetric
 from robolearn.sac import SAC
@@ -141,13 +142,9 @@ class ActorRole:
             action = self.policy(self.obs, True)
             unit = self.scaler.to_unit(action)
         next_obs, reward, terminated, _truncated, info = self.env.step(action)
-        # With same-step autoreset the observation after a finished episode is the next one's
-        # first; the transition's next state is the final observation.
-        final_next = next_obs
+        final_next = transition_next_obs(next_obs, info)
         episodes = EpisodeStats()
-        if "final_obs" in info:
-            done = info["_final_obs"]
-            final_next = {k: np.where(done[:, None], info["final_obs"][k], v) for k, v in next_obs.items()}
+        if "final_info" in info:
             final = info["final_info"]
             for i in np.flatnonzero(info["_final_info"]):
                 episodes.returns.append(float(final["episode_return"][i]))

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.env import transition_next_obs
 from robolearn.normalization import ActionScaler
 from robolearn.replay import Batch, ReplayBuffer
 
@@ -38,10 +39,7 @@ def collect_scripted_demos(
         action = expert(obs)
         next_obs, reward, terminated, _, info = env.step(action)
         steps += env.num_envs
-        final_next = next_obs
-        if "final_obs" in info:
-            done = info["_final_obs"]
-            final_next = {k: np.where(done[:, None], info["final_obs"][k], v) for k, v in next_obs.items()}
+        final_next = transition_next_obs(next_obs, info)
         unit = scaler.to_unit(action)
         for i in range(env.num_envs):
             pending[i].append(

@@ -29,6 +29,18 @@ def _finite_box(k: int) -> gym.spaces.Box:
     return gym.spaces.Box(-np.inf, np.inf, shape=(k,), dtype=np.float32)
 
 
+def transition_next_obs(next_obs: Observation, info: dict[str, Any]) -> Observation:
+    """The next state of each world's transition under same-step autoreset.
+
+    Where an episode ended, the returned observation is already the next episode's first; the
+    transition's next state is ``info["final_obs"]``.
+    """
+    if "final_obs" not in info:
+        return next_obs
+    done = info["_final_obs"]
+    return {k: np.where(done[:, None], info["final_obs"][k], v) for k, v in next_obs.items()}
+
+
 class TaskEnv(VectorEnv):
     """``num_envs`` worlds of one task on one backend."""
 
