@@ -21,6 +21,7 @@ import numpy.typing as npt
 import torch
 
 from robolearn.env import transition_next_obs
+from robolearn.interventions import EpisodeRecorder, Interventions, InterventionStats
 from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.replay import Batch, ReplayBuffer, sample_symmetric
 from robolearn.sac import SAC
@@ -35,6 +36,15 @@ class EpisodeStats:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
+    interventions: InterventionStats = field(default_factory=InterventionStats)
+    """Human intervention rate and label per ended episode (empty without interventions)."""
+
+    def extend(self, other: EpisodeStats) -> None:
+        self.returns += other.returns
+        self.lengths += other.lengths
+        self.successes += other.successes
+        self.interventions.rates += other.interventions.rates
+        self.interventions.labels += other.interventions.labels
 
 
 @dataclass
@@ -45,6 +55,8 @@ class Transitions:
     episodes: EpisodeStats
     env_steps: int
     policy_version: int
+    intervened: npt.NDArray[np.bool_] | None = None
+    """Per transition: its action came from a human (HIL-SERL puts these in both buffers)."""
 
 
 class Exchange(Protocol):
@@ -98,11 +110,18 @@ PolicyFactory = Callable[
 """Builds, from published weights, a function (obs, explore) -> physical actions."""
 
 
+RewardFn = Callable[[dict[str, npt.NDArray[np.float32]]], npt.NDArray[np.float64]]
+"""Maps a batch of observations reached to rewards, replacing the task's (a learned classifier)."""
+
+
 class ActorRole:
     """Steps a vector environment with the latest published policy and sends what it saw.
 
     Until weights arrive (and for ``random_steps`` env steps) it acts uniformly at random, the
-    usual SAC warm-up.
+    usual SAC warm-up. With ``interventions``, people (or scripted stand-ins) may take over any
+    world at any step; with ``reward_fn`` a learned success classifier gives the reward and ends
+    an episode it judges successful, as SERL does where no simulator computes the reward;
+    ``recorder`` receives every step, for a dataset of the training episodes.
     """
 
     def __init__(
@@ -114,12 +133,19 @@ class ActorRole:
         *,
         seed: int,
         random_steps: int,
+        interventions: Interventions | None = None,
+        reward_fn: RewardFn | None = None,
+        recorder: EpisodeRecorder | None = None,
     ) -> None:
         self.env = env
         self.exchange = exchange
         self.make_policy = make_policy
         self.scaler = scaler
         self.random_steps = random_steps
+        self.interventions = interventions
+        self.reward_fn = reward_fn
+        self.recorder = recorder
+        self.quit_requested = False
         self.rng = np.random.default_rng(seed)
         self.version = 0
         self.policy: Callable[[dict[str, npt.NDArray[np.float32]], bool], npt.NDArray[np.float64]] | None = (
@@ -128,6 +154,13 @@ class ActorRole:
         self.env_steps = 0
         self.obs, _ = env.reset(seed=seed)
 
+    def _act(self) -> npt.NDArray[np.float64]:
+        n = self.env.num_envs
+        if self.policy is None or self.env_steps < self.random_steps:
+            unit = self.rng.uniform(-1.0, 1.0, size=(n, len(self.scaler.low))).astype(np.float32)
+            return self.scaler.to_physical(unit)
+        return self.policy(self.obs, True)
+
     def step(self) -> None:
         """One step of every world; the transitions go to the exchange."""
         latest = self.exchange.latest_weights(self.version)
@@ -135,14 +168,20 @@ class ActorRole:
             self.version, weights = latest
             self.policy = self.make_policy(weights)
         n = self.env.num_envs
-        if self.policy is None or self.env_steps < self.random_steps:
-            unit = self.rng.uniform(-1.0, 1.0, size=(n, len(self.scaler.low))).astype(np.float32)
-            action = self.scaler.to_physical(unit)
-        else:
-            action = self.policy(self.obs, True)
-            unit = self.scaler.to_unit(action)
-        next_obs, reward, terminated, _truncated, info = self.env.step(action)
+        action = self._act()
+        human = self.interventions.apply(self.obs, action) if self.interventions is not None else None
+        if human is not None:
+            action = human.action
+            self.quit_requested |= human.quit
+        unit = self.scaler.to_unit(action).astype(np.float32)
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
         final_next = transition_next_obs(next_obs, info)
+        success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        if self.reward_fn is not None:
+            reward = self.reward_fn(final_next)
+            success = reward > 0.5
+            terminated = terminated | success
         episodes = EpisodeStats()
         if "final_info" in info:
             final = info["final_info"]
@@ -150,6 +189,30 @@ class ActorRole:
                 episodes.returns.append(float(final["episode_return"][i]))
                 episodes.lengths.append(int(final["episode_length"][i]))
                 episodes.successes.append(bool(final["episode_success"][i]))
+        ended = terminated | truncated
+        if human is not None:
+            # A human's mark ends an episode the environment has not ended itself.
+            marked = (human.marked_success | human.marked_failure) & ~ended
+            terminated |= human.marked_success
+            if marked.any():
+                ids = np.flatnonzero(marked)
+                for i in ids:
+                    episodes.returns.append(float(self.env.episode_return[i]))
+                    episodes.lengths.append(int(self.env.step_count[i]))
+                    episodes.successes.append(bool(human.marked_success[i]))
+                next_obs, _ = self.env.reset(options={"reset_mask": marked})
+                ended |= marked
+            self.interventions.episodes_ended(np.flatnonzero(ended), episodes.interventions)
+        if self.recorder is not None:
+            self.recorder.add(
+                self.obs,
+                action,
+                reward,
+                success,
+                terminated,
+                ended,
+                human.mask if human is not None else np.zeros(n, bool),
+            )
         batch = Batch(
             {k: v.copy() for k, v in self.obs.items()},
             unit,
@@ -157,7 +220,8 @@ class ActorRole:
             final_next,
             np.asarray(terminated, np.float32),
         )
-        self.exchange.send_transitions(Transitions(batch, episodes, n, self.version))
+        intervened = human.mask.copy() if human is not None else None
+        self.exchange.send_transitions(Transitions(batch, episodes, n, self.version, intervened))
         self.obs = next_obs
         self.env_steps += n
 
@@ -191,19 +255,27 @@ class LearnerRole:
         self.env_steps = 0
         self.episodes = EpisodeStats()
         self.version = 0
+        self.intervened_transitions = 0
 
     def ingest(self, block: bool = False, timeout: float | None = None) -> int:
         """Move received transitions into the online buffer; returns how many arrived."""
         received = 0
         for item in self.exchange.receive_transitions(block=block, timeout=timeout):
             self.online.add(item.batch)
+            if item.intervened is not None and item.intervened.any():
+                self._add_demos(item.batch, np.flatnonzero(item.intervened))
             self.obs_norm.update(self.layout.flatten(item.batch.obs))
             self.env_steps += item.env_steps
             received += len(item.batch.reward)
-            self.episodes.returns += item.episodes.returns
-            self.episodes.lengths += item.episodes.lengths
-            self.episodes.successes += item.episodes.successes
+            self.episodes.extend(item.episodes)
         return received
+
+    def _add_demos(self, batch: Batch, idx: npt.NDArray[np.int64]) -> None:
+        """HIL-SERL: intervened transitions also join the demonstration buffer."""
+        if self.demos is None:
+            self.demos = ReplayBuffer(self.online.capacity, self.online.obs_shapes, self.online.action_dim)
+        self.demos.add(batch.select(idx))
+        self.intervened_transitions += len(idx)
 
     def update(self) -> dict[str, float]:
         """One learner step: ``utd_ratio`` critic updates and one actor update."""

@@ -170,9 +170,12 @@ class TaskEnv(VectorEnv):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
+        """Reset every world, or (Gymnasium's ``options={"reset_mask": ...}``) only the masked ones."""
         if seed is not None:
             self._seed(seed if isinstance(seed, int) else seed[0])
-        self._reset_worlds(np.arange(self.num_envs))
+        mask = None if options is None else options.get("reset_mask")
+        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
+        self._reset_worlds(ids)
         return self._observe(), {}
 
     # -- stepping ----------------------------------------------------------------------------

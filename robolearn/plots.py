@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # files only; no display is needed or wanted
 import matplotlib.pyplot as plt
@@ -28,6 +29,29 @@ def plot_learning_curve(evals: Sequence[dict[str, Any]], path: Path, title: str)
     ax_r.set(xlabel="environment steps", ylabel="return", title=f"{title}: return")
     for ax in (ax_s, ax_r):
         ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_intervention_rate(rates: Sequence[float], path: Path, title: str, window: int = 20) -> Path:
+    """Share of each training episode's steps a human drove, with a moving average."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    episodes = range(1, len(rates) + 1)
+    ax.plot(episodes, rates, ".", alpha=0.35, label="per episode")
+    if len(rates) >= window:
+        smooth = np.convolve(rates, np.full(window, 1.0 / window), mode="valid")
+        ax.plot(range(window, len(rates) + 1), smooth, label=f"mean of {window}")
+    ax.set(
+        xlabel="training episode",
+        ylabel="intervention rate",
+        ylim=(-0.02, 1.02),
+        title=f"{title}: interventions",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -32,6 +32,16 @@ class Batch(NamedTuple):
     terminated: npt.NDArray[np.float32]
     """1.0 where the next state is terminal (no bootstrap); time-outs are 0."""
 
+    def select(self, idx: npt.NDArray[np.int64]) -> Batch:
+        """The transitions at the given positions."""
+        return Batch(
+            {k: v[idx] for k, v in self.obs.items()},
+            self.action[idx],
+            self.reward[idx],
+            {k: v[idx] for k, v in self.next_obs.items()},
+            self.terminated[idx],
+        )
+
 
 class ReplayBuffer:
     """A ring buffer of transitions with preallocated arrays."""
@@ -79,13 +89,7 @@ class ReplayBuffer:
 
     def take(self, idx: npt.NDArray[np.int64]) -> Batch:
         """The transitions at the given slots."""
-        return Batch(
-            {k: v[idx] for k, v in self.obs.items()},
-            self.action[idx],
-            self.reward[idx],
-            {k: v[idx] for k, v in self.next_obs.items()},
-            self.terminated[idx],
-        )
+        return Batch(self.obs, self.action, self.reward, self.next_obs, self.terminated).select(idx)
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: Path) -> None:

@@ -30,6 +30,7 @@ from robolearn.demos import collect_scripted_demos
 from robolearn.env import TaskEnv
 from robolearn.evaluation import evaluate
 from robolearn.gym_adapter import GymVectorTask, gym_env_id
+from robolearn.interventions import EpisodeRecorder, Interventions
 from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.policy import Policy, policy_from_weights
 from robolearn.replay import CorruptFileError, ReplayBuffer
@@ -63,6 +64,23 @@ class TrainCfg:
     """Continue the run in this folder from its latest checkpoint (other options come from the run)."""
     scripted_demos: int = 0
     """Successful episodes of the task's scripted expert put in the demonstration buffer."""
+    demos: tuple[Path, ...] = ()
+    """LeRobot-format datasets (e.g. from ``robolearn record``) put in the demonstration buffer."""
+    hil: bool = False
+    """Human in the loop: a person may take over world 0 at any step through ``--device``."""
+    device: Literal["keyboard", "gamepad", "spacemouse", "scripted"] = "keyboard"
+    """Teleoperation device for ``--hil``; ``scripted`` lets the task's expert play the human."""
+    intervene_every: int = 1
+    """Scripted human: take over in every k-th episode of a world."""
+    intervene_steps: tuple[int, int] = (0, 1_000_000)
+    """Scripted human: take over during these control steps [start, stop) of such an episode."""
+    hil_worlds: Literal["first", "all"] = "first"
+    """Which worlds a human watches: world 0 (a person at one robot) or all (scripted stand-ins)."""
+    reward: str = "task"
+    """Reward source: ``task`` (the simulator's reward terms) or ``classifier:PATH`` (a success
+    classifier from ``robolearn reward train``; its success also ends the episode)."""
+    reward_threshold: float = 0.5
+    """Success probability above which the classifier gives reward 1."""
     random_steps: int = 1_000
     """Environment steps of uniform random actions before the policy acts."""
     learning_starts: int = 1_000
@@ -83,7 +101,7 @@ class TrainCfg:
     """Environment steps between checkpoints."""
     video: bool = True
     """Write an evaluation video of the final policy."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    torch_device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the learner runs: CUDA when present (auto), or as named."""
     torch_threads: int = 1
     """CPU threads for torch; 0 keeps torch's default. One avoids spinning against the simulator's
@@ -97,7 +115,7 @@ class TrainCfg:
 def resolve_device(name: str) -> torch.device:
     """The torch device for ``auto``, ``cpu`` or ``cuda``; a missing CUDA device is a clear error."""
     if name == "cuda" and not torch.cuda.is_available():
-        raise TaskError("--device cuda: no CUDA device is available; use --device cpu or auto")
+        raise TaskError("CUDA was asked for but no CUDA device is available; use cpu or auto")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
@@ -186,8 +204,11 @@ def train(
         raise TaskError(f"--stop-at-success must be in (0, 1] or None, got {cfg.stop_at_success}")
     if gym_env_id(cfg.task) is None:
         make_task_cfg(cfg.task)  # an unknown task fails here, before anything is written
+    elif cfg.hil or cfg.reward != "task":
+        raise TaskError(f"--hil and --reward classifier need a robolearn task, not {cfg.task}")
+    reward_fn = _reward_fn(cfg)
     run_dir = _run_dir(cfg)
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.torch_device)
 
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
@@ -224,8 +245,8 @@ def train(
     else:
         run_dir.mkdir(parents=True, exist_ok=False)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1))
-        if cfg.scripted_demos > 0:
-            demos = _scripted_demos(cfg, scaler, int(seeds[3]))
+        demos = _demo_buffer(cfg, scaler, obs_shapes, int(seeds[3]))
+        if demos is not None:
             obs_norm.update(layout.flatten(demos.obs)[: len(demos)])
 
     learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
@@ -236,6 +257,7 @@ def train(
     def make_actor_policy(weights: Weights) -> Callable[[Any, bool], Any]:
         return policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden).act
 
+    interventions, recorder = _human_in_the_loop(cfg, env, run_dir, int(seeds[3]) + state.env_steps)
     actor = ActorRole(
         env,
         exchange,
@@ -243,6 +265,9 @@ def train(
         scaler,
         seed=int(seeds[0]) + state.env_steps,
         random_steps=max(0, cfg.random_steps - state.env_steps),
+        interventions=interventions,
+        reward_fn=reward_fn,
+        recorder=recorder,
     )
     if state.env_steps > 0:
         learner.publish()
@@ -260,8 +285,10 @@ def train(
         thread.start()
     logged_at = state.updates
     metrics: dict[str, float] = {}
+    if interventions is not None:
+        interventions.connect()
     try:
-        while state.env_steps < cfg.steps and not _succeeded(cfg, state):
+        while state.env_steps < cfg.steps and not _succeeded(cfg, state) and not actor.quit_requested:
             if thread is None:
                 actor.step()
             arrived = learner.ingest(block=thread is not None, timeout=1.0)
@@ -287,10 +314,13 @@ def train(
                 recent = learner.episodes
                 if recent.returns:
                     writer.add_scalar("rollout/return", float(np.mean(recent.returns[-20:])), state.env_steps)
+                if recent.interventions.rates:
+                    rate = float(np.mean(recent.interventions.rates[-20:]))
+                    writer.add_scalar("hil/intervention_rate", rate, state.env_steps)
             if state.env_steps >= next_ckpt:
                 next_ckpt += cfg.checkpoint_every
                 state.wall_seconds = time.perf_counter() - started
-                _checkpoint(run_dir, state, agent, obs_norm, online, demos, learner, cfg, env)
+                _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
             if progress is not None:
                 progress(state, _live(learner, state, started))
     finally:
@@ -298,8 +328,12 @@ def train(
         if thread is not None:
             thread.join()
         writer.close()
+        if interventions is not None:
+            interventions.disconnect()
+        if recorder is not None:
+            recorder.close()
     state.wall_seconds = time.perf_counter() - started
-    _checkpoint(run_dir, state, agent, obs_norm, online, demos, learner, cfg, env)
+    _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
 
@@ -321,23 +355,85 @@ def _live(learner: LearnerRole, state: RunState, started: float) -> dict[str, fl
     }
 
 
-def _scripted_demos(cfg: TrainCfg, scaler: ActionScaler, seed: int) -> ReplayBuffer:
-    task = make_task_cfg(cfg.task)
-    if task.expert is None:
-        raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
-    n = 8 if cfg.backend == "mujoco_batch" else 1
-    env = TaskEnv(task, cfg.backend, n, seed=seed)
-    buffer, attempts = collect_scripted_demos(
-        env, task.expert(task), cfg.scripted_demos, scaler, 100_000, seed
-    )
-    env.close()
-    log.info(
-        "scripted demonstrations: %d successful of %d episodes, %d transitions",
-        cfg.scripted_demos,
-        attempts,
-        len(buffer),
-    )
+def _demo_buffer(
+    cfg: TrainCfg, scaler: ActionScaler, obs_shapes: dict[str, tuple[int, ...]], seed: int
+) -> ReplayBuffer | None:
+    """The demonstration buffer: scripted-expert episodes and recorded datasets, or None."""
+    if cfg.scripted_demos <= 0 and not cfg.demos:
+        return None
+    buffer = ReplayBuffer(cfg.replay_capacity, obs_shapes, len(scaler.low))
+    if cfg.scripted_demos > 0:
+        task = make_task_cfg(cfg.task)
+        if task.expert is None:
+            raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
+        n = 8 if cfg.backend == "mujoco_batch" else 1
+        env = TaskEnv(task, cfg.backend, n, seed=seed)
+        scripted, attempts = collect_scripted_demos(
+            env, task.expert(task), cfg.scripted_demos, scaler, cfg.replay_capacity, seed
+        )
+        env.close()
+        buffer.add(scripted.take(np.arange(len(scripted))))
+        log.info("scripted demonstrations: %d successful of %d episodes", cfg.scripted_demos, attempts)
+    if cfg.demos:
+        from robolearn.dataset import load_demo_buffer
+
+        for root in cfg.demos:
+            recorded = load_demo_buffer(root, scaler, obs_shapes, cfg.replay_capacity)
+            buffer.add(recorded.take(np.arange(len(recorded))))
+            log.info("demonstrations from %s: %d transitions", root, len(recorded))
     return buffer
+
+
+def _reward_fn(cfg: TrainCfg) -> Callable[[Any], Any] | None:
+    """The learned reward for ``--reward classifier:PATH`` (None for the task's own reward)."""
+    if cfg.reward == "task":
+        return None
+    kind, _, path = cfg.reward.partition(":")
+    if kind != "classifier" or not path:
+        raise TaskError(f"--reward must be 'task' or 'classifier:PATH', got {cfg.reward!r}")
+    from robolearn.reward_classifier import load_reward_classifier
+
+    classifier = load_reward_classifier(Path(path), threshold=cfg.reward_threshold)
+    return classifier.reward
+
+
+def _human_in_the_loop(
+    cfg: TrainCfg, env: Any, run_dir: Path, seed: int
+) -> tuple[Interventions | None, EpisodeRecorder | None]:
+    """The devices watching the worlds, and the dataset every training episode is written to."""
+    if not cfg.hil:
+        return None, None
+    from robolearn.dataset import DatasetWriter
+    from robolearn.teleop import make_device
+
+    task = make_task_cfg(cfg.task)
+    watched = env.num_envs if cfg.hil_worlds == "all" else 1
+    if watched > 1 and cfg.device != "scripted":
+        raise TaskError("--hil-worlds all needs --device scripted: one person watches one world")
+    options: dict[str, Any] = (
+        {"every": cfg.intervene_every, "steps": cfg.intervene_steps} if cfg.device == "scripted" else {}
+    )
+    devices = [
+        make_device(cfg.device, task, seed=seed + i, **options) if i < watched else None
+        for i in range(env.num_envs)
+    ]
+    root = run_dir / "episodes"
+    shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
+    writer = (
+        DatasetWriter.open(root)
+        if root.exists()
+        else DatasetWriter.create(
+            root,
+            repo_id=f"robolearn/{run_dir.name}",
+            fps=round(1.0 / task.control_dt),
+            robot_type=task.embodiment,
+            obs_shapes=shapes,
+            obs_names=None,
+            action_names=list(task.action.names),
+            image_shape=None,
+        )
+    )
+    return Interventions(devices), EpisodeRecorder(writer, task.description, env.num_envs)
 
 
 def _evaluate(
@@ -402,6 +498,20 @@ def _finish(
     summary["learning_curve"] = str(
         plot_learning_curve(state.evals, run_dir / "learning_curve.png", cfg.task)
     )
+    human = learner.episodes.interventions
+    if cfg.hil:
+        from robolearn.plots import plot_intervention_rate
+
+        summary["interventions"] = {
+            "episodes": len(human.rates),
+            "episodes_intervened": sum(r > 0 for r in human.rates),
+            "mean_rate": float(np.mean(human.rates)) if human.rates else 0.0,
+            "transitions": learner.intervened_transitions,
+            "marked_success": human.labels.count("success"),
+            "marked_failure": human.labels.count("failure"),
+            "dataset": str(run_dir / "episodes"),
+            "plot": str(plot_intervention_rate(human.rates, run_dir / "interventions.png", cfg.task)),
+        }
     if cfg.video:
         from robolearn.video import write_mp4
 

@@ -411,7 +411,7 @@ def _pick_cube_run(cfg: LearnBenchCfg, seed: int, out: Path, say: Callable[[str]
         final_eval_episodes=cfg.eval_episodes,
         checkpoint_every=cfg.steps,  # one checkpoint, at the end: saving is not what is measured
         video=False,
-        device=cfg.device,
+        torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
         stop_at_success=TARGET_SUCCESS,
         sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio),
