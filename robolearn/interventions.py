@@ -104,6 +104,9 @@ class Interventions:
     def episodes_ended(self, ids: npt.NDArray[np.int64], stats: InterventionStats) -> None:
         """Close the books of the worlds whose episodes just ended."""
         for i in ids.tolist():
+            device = self.devices[i]
+            if device is not None:
+                device.reset()
             stats.rates.append(float(self._intervened[i]) / max(int(self._steps[i]), 1))
             stats.labels.append(self._label[i])
             self._steps[i] = self._intervened[i] = 0

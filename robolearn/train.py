@@ -74,6 +74,8 @@ class TrainCfg:
     """Scripted human: take over in every k-th episode of a world."""
     intervene_steps: tuple[int, int] = (0, 1_000_000)
     """Scripted human: take over during these control steps [start, stop) of such an episode."""
+    intervene_probability: float = 1.0
+    """Scripted human: chance that such an episode is taken over."""
     hil_worlds: Literal["first", "all"] = "first"
     """Which worlds a human watches: world 0 (a person at one robot) or all (scripted stand-ins)."""
     reward: str = "task"
@@ -206,6 +208,8 @@ def train(
         make_task_cfg(cfg.task)  # an unknown task fails here, before anything is written
     elif cfg.hil or cfg.reward != "task":
         raise TaskError(f"--hil and --reward classifier need a robolearn task, not {cfg.task}")
+    if cfg.hil and cfg.hil_worlds == "all" and cfg.device != "scripted":
+        raise TaskError("--hil-worlds all needs --device scripted: one person watches one world")
     reward_fn = _reward_fn(cfg)
     run_dir = _run_dir(cfg)
     device = resolve_device(cfg.torch_device)
@@ -408,14 +412,19 @@ def _human_in_the_loop(
 
     task = make_task_cfg(cfg.task)
     watched = env.num_envs if cfg.hil_worlds == "all" else 1
-    if watched > 1 and cfg.device != "scripted":
-        raise TaskError("--hil-worlds all needs --device scripted: one person watches one world")
-    options: dict[str, Any] = (
-        {"every": cfg.intervene_every, "steps": cfg.intervene_steps} if cfg.device == "scripted" else {}
-    )
+
+    def options(world: int) -> dict[str, Any]:
+        if cfg.device != "scripted":
+            return {}
+        from robolearn.teleop.scripted import InterventionSchedule
+
+        schedule = InterventionSchedule(
+            cfg.intervene_steps, cfg.intervene_every, cfg.intervene_probability, seed + world
+        )
+        return {"schedule": schedule}
+
     devices = [
-        make_device(cfg.device, task, seed=seed + i, **options) if i < watched else None
-        for i in range(env.num_envs)
+        make_device(cfg.device, task, **options(i)) if i < watched else None for i in range(env.num_envs)
     ]
     root = run_dir / "episodes"
     shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}

@@ -1,0 +1,121 @@
+"""Human-in-the-loop training with a scripted person who intervenes on a schedule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robolearn.checkpoint import load_checkpoint
+from robolearn.dataset import read_dataset, validate_dataset
+from robolearn.sac import SACConfig
+from robolearn.train import TrainCfg, train
+
+
+def _hil_cfg(tmp_path: Path, **overrides: object) -> TrainCfg:
+    base = TrainCfg(
+        task="panda_reach",
+        num_envs=2,
+        steps=800,
+        seed=3,
+        out=tmp_path,
+        name="hil",
+        random_steps=200,
+        learning_starts=200,
+        eval_every=10_000,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        video=False,
+        hil=True,
+        device="scripted",
+        hil_worlds="all",
+        intervene_every=2,
+        intervene_steps=(10, 40),
+        sac=SACConfig(hidden=(32, 32), batch_size=32),
+    )
+    return TrainCfg(**{**base.__dict__, **overrides})
+
+
+def test_intervened_transitions_land_in_both_buffers_and_are_flagged(tmp_path: Path) -> None:
+    summary = train(_hil_cfg(tmp_path))
+    run = Path(summary["run_dir"])
+    ckpt = load_checkpoint(run)
+    online, demos = ckpt.replay("online"), ckpt.replay("demos")
+    assert online is not None and demos is not None
+    assert len(online) == 800  # every transition, intervened or not, is in the online buffer
+
+    root = run / "episodes"
+    assert validate_dataset(root) == []
+    data = read_dataset(root)
+    flagged_total = 0
+    for ep in range(len(data.episodes)):
+        frames = data.episode_frames(ep)
+        flags = np.asarray(frames["complementary_info.is_intervention"]).reshape(-1).astype(bool)
+        steps = np.asarray(frames["frame_index"]).reshape(-1)
+        # The schedule: steps [10, 40) of every second episode of each world, nothing else.
+        assert not flags[(steps < 10) | (steps >= 40)].any()
+        window = (steps >= 10) & (steps < 40)
+        assert flags[window].all() or not flags.any()
+        flagged_total += int(flags.sum())
+    assert flagged_total > 0
+    # Episodes still running at the end are not in the dataset, so the buffer holds at least as many.
+    assert len(demos) >= flagged_total
+    assert summary["interventions"]["transitions"] == len(demos)
+    assert 0.0 < summary["interventions"]["mean_rate"] < 1.0
+    assert Path(summary["interventions"]["plot"]).stat().st_size > 0
+
+    # Each demonstration transition is a flagged frame of the dataset (same observation).
+    flagged_obs = np.concatenate(
+        [
+            np.asarray(data.episode_frames(ep)["observation.goal_from_ee"])[
+                np.asarray(data.episode_frames(ep)["complementary_info.is_intervention"]).reshape(-1) > 0
+            ]
+            for ep in range(len(data.episodes))
+        ]
+    )
+    demo_goal = demos.obs["goal_from_ee"][: len(demos)]
+    matches = [np.abs(demo_goal - row).max(axis=1).min() < 1e-6 for row in flagged_obs]
+    assert all(matches)
+
+
+def test_hil_needs_a_robolearn_task(tmp_path: Path) -> None:
+    from robolearn.tasks.core import TaskError
+
+    with pytest.raises(TaskError, match="need a robolearn task"):
+        train(_hil_cfg(tmp_path, task="gym:Pendulum-v1"))
+
+
+def test_human_devices_watch_one_world(tmp_path: Path) -> None:
+    from robolearn.tasks.core import TaskError
+
+    with pytest.raises(TaskError, match="one person watches one world"):
+        train(_hil_cfg(tmp_path, device="keyboard"))
+
+
+@pytest.mark.slow
+def test_scripted_interventions_beat_no_interventions_on_pick_cube(tmp_path: Path) -> None:
+    """Same env-step budget, no demonstrations: a scripted person's interventions help."""
+    common = {
+        "task": "panda_pick_cube",
+        "num_envs": 4,
+        "steps": 20_000,
+        "seed": 0,
+        "out": tmp_path,
+        "eval_every": 2_000,
+        "eval_episodes": 20,
+        "final_eval_episodes": 50,
+        "video": False,
+    }
+    plain = train(TrainCfg(name="plain", **common))  # type: ignore[arg-type]
+    hil = train(
+        TrainCfg(  # type: ignore[arg-type]
+            name="hil", hil=True, device="scripted", hil_worlds="all", intervene_every=3, **common
+        )
+    )
+    (tmp_path / "comparison.json").write_text(json.dumps({"plain": plain["evals"], "hil": hil["evals"]}))
+    best_plain = max(e["success_rate"] for e in plain["evals"])
+    best_hil = max(e["success_rate"] for e in hil["evals"])
+    assert hil["success_rate"] > plain["success_rate"] + 0.1
+    assert best_hil > best_plain
