@@ -22,6 +22,10 @@ import tyro
 
 from robolearn.bench.learn import LearnBenchCfg
 from robolearn.bench.sim import SimBenchCfg
+from robolearn.dataset import DatasetCmd
+from robolearn.distill import DistillCmd
+from robolearn.launch import LaunchCmd
+from robolearn.record import RecordCmd
 from robolearn.replay import CorruptFileError
 from robolearn.sim.backend import BackendName, SimError
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg, task_names
@@ -83,6 +87,10 @@ Command = (
     | Annotated[TasksCmd, tyro.conf.subcommand("tasks")]
     | Annotated[EvalCmd, tyro.conf.subcommand("eval")]
     | Annotated[BenchCmd, tyro.conf.subcommand("bench")]
+    | Annotated[DistillCmd, tyro.conf.subcommand("distill")]
+    | Annotated[DatasetCmd, tyro.conf.subcommand("dataset")]
+    | Annotated[LaunchCmd, tyro.conf.subcommand("launch")]
+    | Annotated[RecordCmd, tyro.conf.subcommand("record")]
 )
 
 
@@ -313,6 +321,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             _eval(cmd)
         elif isinstance(cmd, BenchCmd):
             _bench(cmd)
+        elif isinstance(cmd, DistillCmd):
+            from robolearn.distill import run_distill
+
+            run_distill(cmd)
+        elif isinstance(cmd, DatasetCmd):
+            from robolearn.dataset import run_dataset
+
+            run_dataset(cmd)
+        elif isinstance(cmd, RecordCmd):
+            from robolearn.record import run_record
+
+            run_record(cmd)
+        elif isinstance(cmd, LaunchCmd):
+            from robolearn.launch import run_launch
+
+            raise SystemExit(run_launch(cmd))
     except (TaskError, SimError, UsageError, CorruptFileError, ValueError) as exc:
         print(f"robolearn: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -1,0 +1,157 @@
+"""rclpy and the ROS 2 message packages, imported on first use, with safe middleware defaults.
+
+Nothing in robolearn imports rclpy at module level: without ROS 2 the rest of the package works,
+and asking for a node ends in one line that says how to get it. Message classes are looked up
+through :func:`msg`, so code that only encodes or decodes messages needs no import of its own.
+
+Defaults set here (only where the environment does not set them already):
+
+- ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp``: the middleware the ``ros-rmw-fastrtps-cpp`` wheel brings.
+- ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``: nodes find only nodes on this machine, so a policy
+  under test never commands a robot elsewhere on the network. Deploying to a robot on another
+  host means setting it to ``SUBNET`` (ROS 2's own default) on both sides, deliberately.
+
+``ROS_DOMAIN_ID`` keeps ROS 2's default (0); the tests give each session its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, TypeVar
+
+ROS_ENV_DEFAULTS = {
+    "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
+    "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+}
+"""Environment variables set (if unset) before rclpy is first imported."""
+
+
+class RosUnavailableError(ValueError):
+    """rclpy or a message package cannot be imported; the message says how to get it."""
+
+
+class RosParameterError(ValueError):
+    """A node parameter has a value the node cannot use; the message names it and what is allowed."""
+
+
+def apply_env_defaults() -> None:
+    """Set :data:`ROS_ENV_DEFAULTS` where the environment leaves them unset."""
+    for key, value in ROS_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def _import(name: str) -> ModuleType:
+    apply_env_defaults()
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise RosUnavailableError(
+            f"cannot import {name} ({exc}): install robolearn[ros] or source a ROS 2 installation"
+        ) from None
+
+
+def rclpy() -> ModuleType:
+    """The rclpy module (imported on first call)."""
+    return _import("rclpy")
+
+
+@functools.cache
+def msg(package: str, name: str) -> Any:
+    """A message class, e.g. ``msg("nav_msgs", "Odometry")``."""
+    return getattr(_import(f"{package}.msg"), name)
+
+
+def sensor_qos() -> Any:
+    """Sensor-data QoS (best effort, keep last 5, volatile): a late sample is worth less than the next."""
+    return _import("rclpy.qos").qos_profile_sensor_data
+
+
+def command_qos() -> Any:
+    """Reliable, keep last 1: what ros2_control's and Crazyswarm2's command subscribers offer to match."""
+    qos = _import("rclpy.qos")
+    return qos.QoSProfile(depth=1, reliability=qos.ReliabilityPolicy.RELIABLE)
+
+
+def latched_qos() -> Any:
+    """Reliable and transient local, keep last 1: a late joiner still gets the last value (an e-stop)."""
+    qos = _import("rclpy.qos")
+    return qos.QoSProfile(
+        depth=1, reliability=qos.ReliabilityPolicy.RELIABLE, durability=qos.DurabilityPolicy.TRANSIENT_LOCAL
+    )
+
+
+P = TypeVar("P")
+
+
+def declare_parameters(node: Any, params_cls: type[P]) -> P:
+    """Declare one ROS parameter per field of the frozen dataclass ``params_cls`` (its default as
+    the parameter's default, its type as the parameter's type) and return the values set with
+    ``--ros-args -p name:=value``. An integer given for a float field is accepted."""
+    descriptor = msg("rcl_interfaces", "ParameterDescriptor")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(params_cls):  # type: ignore[arg-type]
+        default = f.default
+        # Dynamic typing, so that ``-p obs_latency_ms:=20`` (an integer) may set a float parameter.
+        declared = node.declare_parameter(f.name, default, descriptor(dynamic_typing=True))
+        value = declared.value
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not type(default):
+            raise RosParameterError(f"parameter {f.name} must be a {type(default).__name__}, got {value!r}")
+        values[f.name] = value
+    return params_cls(**values)
+
+
+def make_executor(context: Any = None) -> Any:
+    """rclpy's events executor where it exists (Jazzy and later): it dispatches a message in about
+    half the time of the single-threaded executor, which rebuilds its wait set on every call."""
+    rclpy()
+    try:
+        from rclpy.experimental import EventsExecutor
+    except ImportError:
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor(context=context)
+    return EventsExecutor(context=context)
+
+
+def run_node(name: str, params_cls: type, node_cls: Any, argv: Sequence[str] | None) -> None:
+    """Start rclpy, build the node from its parameters and spin until it is done or interrupted.
+
+    A bad parameter ends in one line on stderr and exit code 2.
+    """
+    logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
+    try:
+        ros = rclpy()
+    except ValueError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    from rclpy.executors import ExternalShutdownException
+
+    ros.init(args=list(argv) if argv is not None else sys.argv)
+    node = ros.create_node(name)
+    app = None
+    try:
+        app = node_cls(node, declare_parameters(node, params_cls))
+        executor = make_executor()
+        executor.add_node(node)
+        while not app.done.is_set():
+            executor.spin_once(timeout_sec=0.1)
+    except ValueError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if app is not None:
+            app.close()
+        node.destroy_node()
+        if ros.ok():
+            ros.shutdown()

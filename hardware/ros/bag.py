@@ -1,0 +1,67 @@
+"""Recording deployment runs as rosbag2 folders in MCAP, readable by ``ros2 bag`` and rosbags.
+
+A bag is a folder with ``metadata.yaml`` and one ``.mcap`` file. Messages are stored as the CDR
+bytes rclpy serializes (what rosbag2 itself stores), each topic's schema taken from rosbags'
+Kilted type store, so any ROS 2 tool decodes them without robolearn.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from robolearn.hardware.ros._rclpy import RosParameterError, rclpy
+
+TYPESTORE = "ros2_kilted"
+"""rosbags type store that supplies message definitions and hashes."""
+
+
+def msgtype_name(msg_class: Any) -> str:
+    """``nav_msgs/msg/Odometry`` for rclpy's ``nav_msgs.msg.Odometry``."""
+    return f"{msg_class.__module__.split('.')[0]}/msg/{msg_class.__name__}"
+
+
+class BagRecorder:
+    """Writes messages of declared topics to a new rosbag2 folder (MCAP storage).
+
+    Safe to call from several threads (a node's executor and its control loop).
+    """
+
+    def __init__(self, path: Path) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.typesys import Stores, get_typestore
+
+        if path.exists():
+            raise RosParameterError(f"bag {path} exists already; give a new folder")
+        rclpy()  # the serializer
+        from rclpy.serialization import serialize_message
+
+        self._serialize = serialize_message
+        self._typestore = get_typestore(Stores(TYPESTORE))
+        self._writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._connections: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.path = path
+        self.count = 0
+
+    def add_topic(self, topic: str, msg_class: Any) -> None:
+        """Declare a topic (fully qualified name) and its message class before writing to it."""
+        with self._lock:
+            if topic not in self._connections:
+                self._connections[topic] = self._writer.add_connection(
+                    topic, msgtype_name(msg_class), typestore=self._typestore
+                )
+
+    def write(self, topic: str, message: Any, t_ns: int) -> None:
+        """Store one message of a declared topic, received or sent at ``t_ns`` (ns since the epoch)."""
+        data = self._serialize(message)
+        with self._lock:
+            self._writer.write(self._connections[topic], t_ns, data)
+            self.count += 1
+
+    def close(self) -> None:
+        """Finish the MCAP file and write ``metadata.yaml``."""
+        with self._lock:
+            self._writer.close()

@@ -1,0 +1,262 @@
+"""``policy_node``: runs an exported policy against a robot over ROS 2, through the safety layer.
+
+It subscribes (sensor-data QoS) to what a robot publishes (see :mod:`.messages`): ``frames/<name>``,
+``joint_states`` and ``task_state``, for the frames and joints the task's observation terms read.
+It rebuilds the task's observation by running those very terms on a
+:class:`~robolearn.hardware.ros.state_view.RemoteStateView`, runs the policy, passes the action
+through :class:`robolearn.hardware.safety.SafetyLayer` and publishes the command per
+``command_type`` (see ``docs/ros.md``).
+
+Timing: with ``trigger`` ``timer`` (the default) the policy acts at ``rate_hz`` on the newest
+messages, on a thread of its own that sleeps to absolute deadlines (not the executor, whose
+callbacks would delay it). With ``trigger`` ``observation`` it acts as soon as a complete new sample
+arrives (every source stamped with the same time), which removes the wait for the next tick; the
+thread then only enforces the watchdog.
+
+Safety: the newest stamps feed the safety layer's watchdog; stale observations (a dead sensor, a
+cut link) make it send the embodiment's safe-stop command. ``estop`` (``std_msgs/Bool``, latched:
+reliable, transient local) true latches the e-stop; ``estop_reset`` (``std_msgs/Empty``) clears it.
+Intervention counters go out on ``safety`` (``std_msgs/String``, JSON) twice a second.
+
+Run: ``policy_node --ros-args -p policy:=scripted:panda_reach`` or ``-p policy:=exported/dir``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robolearn.export import load_exported, scripted_policy
+from robolearn.hardware.ros._rclpy import (
+    RosParameterError,
+    command_qos,
+    latched_qos,
+    msg,
+    run_node,
+    sensor_qos,
+)
+from robolearn.hardware.ros.messages import MessageError, make_codec
+from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
+from robolearn.hardware.safety import SafetyCfg, SafetyLayer
+from robolearn.tasks import make_task_cfg
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROBOTS = {"arm": "panda", "drone": "crazyflie", "car": "racecar"}
+"""Safety configuration used for each embodiment when ``robot`` is not given."""
+TRIGGERS = ("timer", "observation")
+SAFETY_REPORT_PERIOD = 0.5
+"""Seconds between messages on ``safety``."""
+
+
+@dataclass(frozen=True)
+class PolicyNodeParams:
+    """ROS parameters of ``policy_node``."""
+
+    policy: str = ""
+    """Exported policy folder, or ``scripted:TASK`` for a task's scripted expert."""
+    robot: str = ""
+    """Safety configuration: a name (panda, crazyflie, racecar) or a YAML path; "" picks the embodiment's."""
+    command_type: str = ""
+    """Command message type (see docs/ros.md); "" is the embodiment's default."""
+    rate_hz: float = 0.0
+    """Control rate (Hz); 0 is the policy's own control rate."""
+    watchdog_timeout: float = 0.0
+    """Observations older than this (s, by their stamps) make the safety layer stop the robot; 0 keeps
+    the safety configuration's ``watchdog_timeout``."""
+    trigger: str = "timer"
+    """timer: act at rate_hz on the newest messages; observation: act on every complete new sample."""
+
+    def check(self) -> None:
+        """Raise :class:`RosParameterError` naming a bad value."""
+        if not self.policy:
+            raise RosParameterError(
+                "parameter policy is required: an exported policy folder or scripted:TASK"
+            )
+        if self.rate_hz < 0 or self.watchdog_timeout < 0:
+            raise RosParameterError("rate_hz and watchdog_timeout must not be negative")
+        if self.trigger not in TRIGGERS:
+            raise RosParameterError(f"trigger {self.trigger!r} is not one of {', '.join(TRIGGERS)}")
+
+
+def load_policy_spec(spec: str) -> Any:
+    """An exported policy folder, or ``scripted:TASK``."""
+    if spec.startswith("scripted:"):
+        return scripted_policy(spec.removeprefix("scripted:"))
+    return load_exported(Path(spec))
+
+
+class PolicyNode:
+    """The node (see the module doc)."""
+
+    def __init__(self, node: Any, params: PolicyNodeParams) -> None:
+        params.check()
+        self.node, self.p = node, params
+        torch.set_num_threads(1)  # one thread: no spinning workers stealing the control loop's core
+        self.policy = load_policy_spec(params.policy)
+        self.cfg = make_task_cfg(self.policy.meta.task)
+        self.codec = make_codec(self.cfg, params.command_type)
+        robot = params.robot or DEFAULT_ROBOTS[self.cfg.embodiment]
+        safety_cfg = SafetyCfg.load(robot)
+        if params.watchdog_timeout > 0:
+            safety_cfg = dataclasses.replace(safety_cfg, watchdog_timeout=params.watchdog_timeout)
+        self.safety = SafetyLayer(safety_cfg, self.cfg)
+        self.watchdog_timeout = safety_cfg.watchdog_timeout
+        self.rate_hz = params.rate_hz or float(self.policy.meta.control_hz)
+        self.period = 1.0 / self.rate_hz
+
+        self.view = RemoteStateView(self.cfg, tracked_frames(self.cfg), tracked_joints(self.cfg))
+        with np.errstate(all="ignore"):  # the view holds no state yet; only the shapes count
+            shapes = {k: v.shape for k, v in self.view.observe().items()}
+        self.policy.check_compatible(self.cfg, shapes)
+        self.stamps = dict.fromkeys(self.view.sources, -math.inf)
+        self._last_step_count = 0
+        self._acted_stamp = -math.inf
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.done = threading.Event()  # set only by close(): the node runs until interrupted
+        self.counts = {"commands": 0, "rejected_messages": 0, "stale_ticks": 0, "overruns": 0}
+
+        types = {
+            "joint_states": ("sensor_msgs", "JointState"),
+            "task_state": ("std_msgs", "Float64MultiArray"),
+        }
+        self.subs = [
+            node.create_subscription(
+                msg(*types.get(src, ("nav_msgs", "Odometry"))),
+                src,
+                functools.partial(self._received, src),
+                sensor_qos(),
+            )
+            for src in self.view.sources
+        ]
+        self.subs.append(
+            node.create_subscription(msg("std_msgs", "Bool"), "estop", self._on_estop, latched_qos())
+        )
+        self.subs.append(
+            node.create_subscription(
+                msg("std_msgs", "Empty"), "estop_reset", self._on_estop_reset, command_qos()
+            )
+        )
+        self.pubs = {
+            role: node.create_publisher(cls, role, command_qos()) for role, cls in self.codec.roles().items()
+        }
+        self.safety_pub = node.create_publisher(msg("std_msgs", "String"), "safety", 10)
+        self._thread = threading.Thread(target=self._run, name="policy_loop", daemon=True)
+        self._thread.start()
+        log.info(
+            "policy %s for %s at %.0f Hz (%s), commands %s on %s, safety %s",
+            params.policy, self.cfg.name, self.rate_hz, params.trigger, self.codec.name,
+            [p.topic_name for p in self.pubs.values()], robot,
+        )  # fmt: skip
+
+    # -- what the robot reports ------------------------------------------------------------------
+    def _received(self, source: str, m: Any) -> None:
+        """Take a message into the view; in observation mode, act on a complete new sample."""
+        with self._lock:
+            try:
+                self.stamps[source] = self.view.read(source, m)
+            except MessageError as exc:
+                self.counts["rejected_messages"] += 1
+                log.warning("ignored a message on %s: %s", source, exc)
+                return
+            if self.p.trigger != "observation":
+                return
+            newest = self.stamps[source]
+            if newest <= self._acted_stamp or any(s != newest for s in self.stamps.values()):
+                return
+        self._act(time.time())
+
+    def _on_estop(self, m: Any) -> None:
+        if m.data:
+            log.warning("e-stop latched")
+            self.safety.estop()
+
+    def _on_estop_reset(self, m: Any) -> None:
+        log.warning("e-stop reset")
+        self.safety.reset()
+
+    # -- acting --------------------------------------------------------------------------------
+    def _act(self, now: float) -> None:
+        """One control step: observation, policy, safety filter, command."""
+        with self._lock:
+            stamp = min(self.stamps.values())
+            if stamp == -math.inf:
+                return  # nothing from the robot yet: no command at all
+            self._acted_stamp = max(self.stamps.values())
+            step = int(self.view.step_count[0])
+            if step < self._last_step_count:
+                self.view.new_episode()
+            self._last_step_count = step
+            obs = self.view.observe()
+            state = self.view.robot_state(stamp)
+        with torch.inference_mode():
+            action = self.policy(obs)
+        self.safety.observed(stamp)
+        command = self.safety.filter(action, state, now)
+        for role, m in self.codec.encode(command, now).items():
+            self.pubs[role].publish(m)
+        with self._lock:
+            self.view.record_action(command)
+            self.counts["commands"] += 1
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            if self.node.context.ok():
+                log.exception("the control loop failed")
+            self.done.set()
+
+    def _loop(self) -> None:
+        next_tick = time.monotonic()
+        next_report = next_tick
+        while not self._stop.is_set():
+            now = time.time()
+            oldest = min(self.stamps.values())
+            stale = oldest > -math.inf and now - oldest > self.watchdog_timeout
+            if stale:
+                self.counts["stale_ticks"] += 1
+            if self.p.trigger == "timer" or stale:
+                self._act(now)
+            if time.monotonic() >= next_report:
+                self._report()
+                next_report += SAFETY_REPORT_PERIOD
+            next_tick += self.period
+            delay = next_tick - time.monotonic()
+            if delay < 0:
+                self.counts["overruns"] += 1
+                next_tick = time.monotonic()
+                delay = 0.0
+            self._stop.wait(delay)
+
+    def _report(self) -> None:
+        report = {"stopped": self.safety.stopped, "counts": dict(self.safety.counts), **self.counts}
+        self.safety_pub.publish(msg("std_msgs", "String")(data=json.dumps(report)))
+
+    def close(self) -> None:
+        """Stop the control loop."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.done.set()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``policy_node``."""
+    run_node("policy_node", PolicyNodeParams, PolicyNode, argv)
+
+
+if __name__ == "__main__":
+    main()

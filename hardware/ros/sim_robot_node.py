@@ -1,0 +1,401 @@
+"""``sim_robot_node``: a simulated robot that presents itself on ROS 2 as a real one would.
+
+It runs one world of a task (:class:`robolearn.env.TaskEnv`, MuJoCo or PyBullet) and, every
+control period of wall-clock time (or, with ``realtime`` false, whenever a command arrives):
+
+- applies the newest command (the task's action, decoded per ``command_type``) and steps;
+- publishes, with sensor-data QoS and the sample time in every stamp: ``frames/<name>``
+  (``nav_msgs/Odometry``) for each frame the task's observation terms read (the Panda's tool, the
+  drone's body, the car's base, objects such as the cube), ``joint_states``
+  (``sensor_msgs/JointState``), and ``task_state`` (goal, waypoints, impedance target, ...; on a
+  real robot an operator or perception node publishes these);
+- measures the task's success from the robot's side, resets episodes with the task's reset events
+  and publishes each outcome on ``episode`` (``std_msgs/String``, JSON); after ``episodes``
+  episodes it writes a JSON summary to ``summary_path`` (if set) and exits.
+
+Physics starts with the first command: until then the robot holds its initial state and keeps
+publishing it (a robot on the ground waiting to be commanded). Imperfections a real link has can
+be injected: ``obs_latency_ms`` delivers samples late (stamped with their true sample time),
+``obs_noise`` adds Gaussian noise to measured quantities (see :func:`measurement_noise`),
+``drop_rate`` drops published messages at random. ``bag`` records every message published and
+received as a rosbag2 folder (MCAP).
+
+Run: ``sim_robot_node --ros-args -p task:=panda_reach -p backend:=mujoco`` or
+``python -m robolearn.hardware.ros.sim_robot_node --ros-args ...``; rename topics with ``-r``.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robolearn.env import TaskEnv
+from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, run_node, sensor_qos
+from robolearn.hardware.ros.bag import BagRecorder
+from robolearn.hardware.ros.messages import (
+    MessageError,
+    TaskStateLayout,
+    joint_state_msg,
+    make_codec,
+    odometry_msg,
+)
+from robolearn.hardware.ros.state_view import probe_reads, tracked_frames, tracked_joints
+from robolearn.sim.backend import FloatArray
+from robolearn.sim.scene import JointPositionCfg, JointVelocityCfg
+from robolearn.sim.transforms import quat_from_euler, quat_mul
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.core import TaskCfg
+
+log = logging.getLogger(__name__)
+
+SIM_BACKENDS = ("mujoco", "pybullet")
+"""Backends a simulated robot runs on (one world each)."""
+
+MEASURED_UNITS = {
+    ("frame", "pos"): ("m",),
+    ("frame", "quat"): ("1", "rad"),
+    ("frame", "linvel"): ("m/s",),
+    ("frame", "angvel"): ("rad/s",),
+    ("joint", "pos"): ("rad", "m"),
+    ("joint", "vel"): ("rad/s", "m/s"),
+}
+"""Observation-term units whose noise level carries over to each measured quantity."""
+
+
+@dataclass(frozen=True)
+class SimRobotParams:
+    """ROS parameters of ``sim_robot_node``."""
+
+    task: str = "panda_reach"
+    """Task whose robot and scene are simulated (embodiment arm, drone or car)."""
+    backend: str = "mujoco"
+    """Simulator: mujoco or pybullet."""
+    seed: int = 0
+    """Seed of the reset distribution, noise and drops."""
+    episodes: int = 0
+    """Episodes to run before exiting (0: until stopped)."""
+    obs_latency_ms: float = 0.0
+    """Delay (ms) between taking a sample and publishing it; stamps keep the sample time."""
+    obs_noise: float = 0.0
+    """Sensor noise as a multiple of the task's observation noise levels (0: none, 1: the task's)."""
+    drop_rate: float = 0.0
+    """Probability that a published message is dropped, each message independently."""
+    randomize: bool = False
+    """Apply the task's domain randomization (masses, friction, gains, action latency) at every reset."""
+    realtime: bool = True
+    """Step every control period of wall-clock time; false: step once per command, as fast as they come."""
+    bag: str = ""
+    """Record every message published and received to this new rosbag2 folder (MCAP); "" records nothing."""
+    command_type: str = ""
+    """How commands arrive (see docs/ros.md); "" is the embodiment's default."""
+    summary_path: str = ""
+    """Write the episode outcomes as JSON here when the node stops; "" writes nothing."""
+
+    def check(self) -> TaskCfg:
+        """The task's definition; raise :class:`RosParameterError` naming a bad value."""
+        if self.backend not in SIM_BACKENDS:
+            raise RosParameterError(f"backend {self.backend!r} is not one of {', '.join(SIM_BACKENDS)}")
+        if self.episodes < 0 or self.obs_latency_ms < 0 or self.obs_noise < 0:
+            raise RosParameterError("episodes, obs_latency_ms and obs_noise must not be negative")
+        if not 0.0 <= self.drop_rate < 1.0:
+            raise RosParameterError(f"drop_rate must be in [0, 1), got {self.drop_rate}")
+        return make_task_cfg(self.task)
+
+
+def measurement_noise(cfg: TaskCfg) -> dict[tuple[str, str, str], float]:
+    """Standard deviation of the noise on each measured quantity, keyed (kind, name, field).
+
+    Sensors measure frames and joints, not observations, so each observation term's ``noise_std``
+    is carried over to the quantities it reads whose units match its own (a position read by a
+    term in metres, an orientation by a term without units, ...); where several terms read one
+    quantity, the smallest level counts. Task state (goals, checkpoints) comes from an operator or
+    a map and is exact.
+    """
+    noise: dict[tuple[str, str, str], float] = {}
+    for key, reads in probe_reads(cfg).items():
+        term = cfg.observations[key]
+        if term.noise_std <= 0:
+            continue
+        quantities = [("frame", n, f) for n, fs in reads.frames.items() for f in fs]
+        quantities += [("joint", n, f) for n, fs in reads.joints.items() for f in fs]
+        for kind, name, field in quantities:
+            if term.units in MEASURED_UNITS[(kind, field)]:
+                noise[(kind, name, field)] = min(noise.get((kind, name, field), math.inf), term.noise_std)
+    return noise
+
+
+def published_joints(cfg: TaskCfg) -> list[str]:
+    """The robot's joints on ``joint_states``: those tracked, initialized or driven by a joint servo."""
+    robot = cfg.scene.robot
+    servo = [
+        j for a in robot.actuators if isinstance(a, JointPositionCfg | JointVelocityCfg) for j in a.joints
+    ]
+    return list(dict.fromkeys([*tracked_joints(cfg), *robot.init_joint_pos, *servo]))
+
+
+class RobotReport:
+    """What a robot reports of one world of a task, as messages keyed by topic (see :mod:`.messages`).
+
+    ``noise`` (from :func:`measurement_noise`, scaled) adds Gaussian noise drawn from ``rng`` to the
+    measured quantities; orientations get a small random rotation of that many radians per axis.
+    """
+
+    def __init__(
+        self,
+        cfg: TaskCfg,
+        noise: dict[tuple[str, str, str], float] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.frames = tracked_frames(cfg)
+        self.joints = published_joints(cfg)
+        self.layout = TaskStateLayout(cfg)
+        self.noise = {k: v for k, v in (noise or {}).items() if v > 0}
+        self.rng = rng or np.random.default_rng()
+
+    def topics(self) -> dict[str, Any]:
+        """Topic to message class."""
+        out = {f"frames/{f}": msg("nav_msgs", "Odometry") for f in self.frames}
+        if self.joints:
+            out["joint_states"] = msg("sensor_msgs", "JointState")
+        out["task_state"] = msg("std_msgs", "Float64MultiArray")
+        return out
+
+    def _noisy(self, key: tuple[str, str, str], value: FloatArray) -> FloatArray:
+        std = self.noise.get(key, 0.0)
+        return value + self.rng.normal(0.0, std, value.shape) if std > 0 else value
+
+    def messages(self, env: TaskEnv, t: float) -> dict[str, Any]:
+        """World 0 of ``env`` now, stamped ``t`` (s since the epoch)."""
+        sim = env.sim
+        out = {}
+        for f in self.frames:
+            quat = sim.frame_quat(f)[0]
+            std = self.noise.get(("frame", f, "quat"), 0.0)
+            if std > 0:
+                e = self.rng.normal(0.0, std, (3, 1))
+                quat = quat_mul(quat[None], quat_from_euler(e[0], e[1], e[2]))[0]
+            pos = self._noisy(("frame", f, "pos"), sim.frame_pos(f)[0])
+            linvel = self._noisy(("frame", f, "linvel"), sim.frame_linvel(f)[0])
+            angvel = self._noisy(("frame", f, "angvel"), sim.frame_angvel(f)[0])
+            out[f"frames/{f}"] = odometry_msg(f, pos, quat, linvel, angvel, t)
+        if self.joints:
+            pos, vel = sim.joint_pos(self.joints)[0].copy(), sim.joint_vel(self.joints)[0].copy()
+            for i, j in enumerate(self.joints):
+                pos[i : i + 1] = self._noisy(("joint", j, "pos"), pos[i : i + 1])
+                vel[i : i + 1] = self._noisy(("joint", j, "vel"), vel[i : i + 1])
+            out["joint_states"] = joint_state_msg(self.joints, pos, vel, t)
+        state = {k: v[0] for k, v in env.state.items()}
+        out["task_state"] = self.layout.to_msg(state, int(env.step_count[0]), t)
+        return out
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode as the robot side measured it."""
+
+    episode: int
+    success: bool
+    ret: float
+    length: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"episode": self.episode, "success": self.success, "return": self.ret, "length": self.length}
+
+
+class SimRobotNode:
+    """The node (see the module doc); ``close()`` stops it and flushes the bag and summary."""
+
+    def __init__(self, node: Any, params: SimRobotParams) -> None:
+        self.node, self.p = node, params
+        self.cfg = params.check()
+        self.codec = make_codec(self.cfg, params.command_type)
+        self.env = TaskEnv(self.cfg, params.backend, 1, seed=params.seed, randomize=params.randomize)
+        self.env.reset(seed=params.seed)
+        self.rng = np.random.default_rng(np.random.SeedSequence([params.seed, 1]))
+        noise = measurement_noise(self.cfg) if params.obs_noise else {}
+        self.report = RobotReport(self.cfg, {k: v * params.obs_noise for k, v in noise.items()}, self.rng)
+        self.period = self.cfg.control_dt
+        self.latency = params.obs_latency_ms / 1000.0
+
+        self._lock = threading.Lock()
+        self._action = np.asarray(self.cfg.action.neutral, dtype=np.float64).copy()
+        self._started = False
+        self._command = threading.Event()
+        self._stop = threading.Event()
+        self.done = threading.Event()
+        self._outbox: collections.deque[tuple[float, list[tuple[Any, Any]]]] = collections.deque()
+        self.records: list[EpisodeRecord] = []
+        self.counts = {"steps": 0, "commands": 0, "rejected_commands": 0, "dropped": 0, "overruns": 0}
+
+        sensor = sensor_qos()
+        self.pubs = {t: node.create_publisher(cls, t, sensor) for t, cls in self.report.topics().items()}
+        self.episode_pub = node.create_publisher(msg("std_msgs", "String"), "episode", 10)
+        self.subs = {
+            role: node.create_subscription(
+                cls, role, functools.partial(self._on_command, role), command_qos()
+            )
+            for role, cls in self.codec.roles().items()
+        }
+        self.bag = BagRecorder(Path(params.bag)) if params.bag else None
+        if self.bag is not None:
+            for pub in [*self.pubs.values(), self.episode_pub]:
+                self.bag.add_topic(pub.topic_name, pub.msg_type)
+            for sub in self.subs.values():
+                self.bag.add_topic(sub.topic_name, sub.msg_type)
+        self._thread = threading.Thread(target=self._run, name="sim_robot_loop", daemon=True)
+        self._thread.start()
+        log.info(
+            "sim robot %s on %s: frames %s, joints %s, commands %s (%s)",
+            self.cfg.name, params.backend, self.report.frames, self.report.joints, self.codec.name,
+            "real time" if params.realtime else "one step per command",
+        )  # fmt: skip
+
+    # -- commands ------------------------------------------------------------------------------
+    def _on_command(self, role: str, m: Any) -> None:
+        if self.bag is not None:
+            self.bag.write(self.subs[role].topic_name, m, time.time_ns())
+        with self._lock:
+            try:
+                self.codec.decode(role, m, self._action)
+            except MessageError as exc:
+                self.counts["rejected_commands"] += 1
+                log.warning("ignored a command: %s", exc)
+                return
+            self.counts["commands"] += 1
+            self._started = True
+        self._command.set()
+
+    # -- the control loop ------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            if self.node.context.ok():  # not merely rclpy shutting down under the loop (Ctrl-C)
+                log.exception("the simulation loop failed")
+            self.done.set()
+
+    def _loop(self) -> None:
+        next_tick = time.monotonic()
+        last_tick = -math.inf
+        while not self._stop.is_set():
+            now = time.monotonic()
+            self._release(now)
+            if self.p.realtime and now >= next_tick:
+                self._tick(step=self._started)
+                next_tick += self.period
+                if next_tick < time.monotonic():
+                    self.counts["overruns"] += 1
+                    next_tick = time.monotonic() + self.period
+            elif not self.p.realtime and self._command.is_set():
+                self._command.clear()
+                self._tick(step=True)
+                last_tick = time.monotonic()
+            elif not self.p.realtime and now - last_tick >= self.period:
+                self._tick(step=False)  # idle: the robot stands still but keeps reporting
+                last_tick = time.monotonic()
+            wake = next_tick if self.p.realtime else last_tick + self.period
+            if self._outbox:
+                wake = min(wake, self._outbox[0][0])
+            timeout = max(wake - time.monotonic(), 0.0)
+            if self.p.realtime:
+                self._stop.wait(timeout)
+            else:
+                self._command.wait(timeout)
+
+    def _tick(self, step: bool) -> None:
+        if step:
+            with self._lock:
+                action = self._action.copy()
+            _, _, _, _, info = self.env.step(action[None])
+            self.counts["steps"] += 1
+            if "final_info" in info:
+                self._finish_episode(info["final_info"])
+        sample = [(self.pubs[t], m) for t, m in self.report.messages(self.env, time.time()).items()]
+        if self.latency > 0:
+            self._outbox.append((time.monotonic() + self.latency, sample))
+        else:
+            self._publish(sample)
+
+    def _release(self, now: float) -> None:
+        while self._outbox and self._outbox[0][0] <= now:
+            self._publish(self._outbox.popleft()[1])
+
+    def _publish(self, sample: Sequence[tuple[Any, Any]]) -> None:
+        for pub, m in sample:
+            if self.p.drop_rate > 0 and self.rng.random() < self.p.drop_rate:
+                self.counts["dropped"] += 1
+                continue
+            pub.publish(m)
+            if self.bag is not None:
+                self.bag.write(pub.topic_name, m, time.time_ns())
+
+    # -- what the robot reports ------------------------------------------------------------------
+    def _finish_episode(self, final: dict[str, np.ndarray]) -> None:
+        record = EpisodeRecord(
+            len(self.records),
+            bool(final["episode_success"][0]),
+            float(final["episode_return"][0]),
+            int(final["episode_length"][0]),
+        )
+        self.records.append(record)
+        out = msg("std_msgs", "String")(data=json.dumps(record.as_json()))
+        self.episode_pub.publish(out)
+        if self.bag is not None:
+            self.bag.write(self.episode_pub.topic_name, out, time.time_ns())
+        log.info(
+            "episode %d: success %s, return %.2f, %d steps",
+            record.episode,
+            record.success,
+            record.ret,
+            record.length,
+        )
+        if self.p.episodes and len(self.records) >= self.p.episodes:
+            self._stop.set()
+            self.done.set()
+
+    def summary(self) -> dict[str, Any]:
+        """Outcomes so far: success rate, mean return and length, every episode, counters."""
+        successes = [r.success for r in self.records]
+        return {
+            "task": self.cfg.name,
+            "backend": self.p.backend,
+            "episodes": len(self.records),
+            "success_rate": float(np.mean(successes)) if successes else None,
+            "return_mean": float(np.mean([r.ret for r in self.records])) if self.records else None,
+            "length_mean": float(np.mean([r.length for r in self.records])) if self.records else None,
+            "per_episode": [r.as_json() for r in self.records],
+            "counts": dict(self.counts),
+            "params": asdict(self.p),
+        }
+
+    def close(self) -> None:
+        """Stop the loop, close the bag and write the summary."""
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        if self.bag is not None:
+            self.bag.close()
+        if self.p.summary_path:
+            path = Path(self.p.summary_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.summary(), indent=2))
+        self.env.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``sim_robot_node``."""
+    run_node("sim_robot_node", SimRobotParams, SimRobotNode, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""A task's view of a robot known only through messages, so its own observation terms run remotely.
+
+Observation terms (``tasks/core.py``) read the world through a :class:`~robolearn.tasks.core.TaskEnvView`:
+``env.sim.frame_pos(name)`` and friends, ``env.state``, ``env.step_count``, ``env.action``.
+:class:`RemoteStateView` serves the same reads from the newest ROS 2 messages, one world, so the
+policy node computes exactly the observation the policy was trained on with the task's own code.
+
+:func:`probe_reads` finds out which frames and joints each observation term reads by running it
+once on a recording stand-in: the robot side publishes those, the policy side waits for them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.hardware.robots import ArmState, CarState, DroneState, RobotState
+from robolearn.hardware.ros.messages import TaskStateLayout, read_joint_state, read_odometry
+from robolearn.sim.backend import FloatArray
+from robolearn.sim.transforms import yaw_of
+from robolearn.tasks import terms
+from robolearn.tasks.car_checkpoints import body_velocity, steering_angle, yaw_rate
+from robolearn.tasks.core import Observation, ObsTerm, TaskCfg
+from robolearn.tasks.robots.crazyflie import NAME as DRONE_FRAME
+from robolearn.tasks.robots.panda import ARM_JOINTS, FINGER_JOINTS
+from robolearn.tasks.robots.racecar import ROBOT_NAME as CAR_FRAME
+
+
+@dataclass
+class TermReads:
+    """The frames and joints one observation term reads, with the fields of each."""
+
+    frames: dict[str, set[str]] = field(default_factory=dict)
+    """Frame name to the fields read: ``pos``, ``quat``, ``linvel``, ``angvel``."""
+    joints: dict[str, set[str]] = field(default_factory=dict)
+    """Joint name to the fields read: ``pos``, ``vel``."""
+
+
+class _ProbeSim:
+    """Answers every read with a neutral value (origin, identity, at rest) and records it."""
+
+    def __init__(self) -> None:
+        self.reads = TermReads()
+
+    def _frame(self, name: str, what: str, value: FloatArray) -> FloatArray:
+        self.reads.frames.setdefault(name, set()).add(what)
+        return value
+
+    def frame_pos(self, name: str) -> FloatArray:
+        return self._frame(name, "pos", np.zeros((1, 3)))
+
+    def frame_quat(self, name: str) -> FloatArray:
+        return self._frame(name, "quat", np.array([[1.0, 0.0, 0.0, 0.0]]))
+
+    def frame_linvel(self, name: str) -> FloatArray:
+        return self._frame(name, "linvel", np.zeros((1, 3)))
+
+    def frame_angvel(self, name: str) -> FloatArray:
+        return self._frame(name, "angvel", np.zeros((1, 3)))
+
+    def _joints(self, joints: Sequence[str], what: str) -> FloatArray:
+        for j in joints:
+            self.reads.joints.setdefault(j, set()).add(what)
+        return np.zeros((1, len(joints)))
+
+    def joint_pos(self, joints: Sequence[str]) -> FloatArray:
+        return self._joints(joints, "pos")
+
+    def joint_vel(self, joints: Sequence[str]) -> FloatArray:
+        return self._joints(joints, "vel")
+
+
+def _probe(cfg: TaskCfg, fn: Callable[[RemoteStateView], object]) -> TermReads:
+    view = RemoteStateView(cfg, frames=(), joints=())
+    probe = _ProbeSim()
+    view.sim = probe  # type: ignore[assignment]
+    with np.errstate(all="ignore"):  # neutral values may divide by zero; only the reads matter
+        fn(view)
+    return probe.reads
+
+
+def probe_reads(cfg: TaskCfg) -> dict[str, TermReads]:
+    """For each observation term of ``cfg``, the frames and joints it reads."""
+    return {k: _probe(cfg, functools.partial(_run_term, t)) for k, t in cfg.observations.items()}
+
+
+def _run_term(term: ObsTerm, view: RemoteStateView) -> object:
+    return term.fn(view, **term.params)
+
+
+def tracked_frames(cfg: TaskCfg) -> list[str]:
+    """The frames a deployment needs: those the observation terms and :func:`robot_state` read."""
+    reads = [*probe_reads(cfg).values(), _probe(cfg, lambda v: robot_state(v, 0.0))]
+    return list(dict.fromkeys(f for r in reads for f in r.frames))
+
+
+def tracked_joints(cfg: TaskCfg) -> list[str]:
+    """The joints a deployment needs: those the observation terms and :func:`robot_state` read."""
+    reads = [*probe_reads(cfg).values(), _probe(cfg, lambda v: robot_state(v, 0.0))]
+    return list(dict.fromkeys(j for r in reads for j in r.joints))
+
+
+def robot_state(env: Any, stamp: float) -> RobotState:
+    """The safety layer's view of world 0 of ``env`` (a :class:`~robolearn.tasks.core.TaskEnvView`),
+    measured at ``stamp`` (s)."""
+    embodiment = env.cfg.embodiment
+    if embodiment == "arm":
+        return ArmState(
+            joint_pos=env.sim.joint_pos(ARM_JOINTS)[0].copy(),
+            joint_vel=env.sim.joint_vel(ARM_JOINTS)[0].copy(),
+            ee_pos=terms.frame_pos(env, "ee")[0].copy(),
+            ee_quat=terms.frame_quat(env, "ee")[0].copy(),
+            ee_linvel=terms.frame_linvel(env, "ee")[0].copy(),
+            gripper_opening=float(terms.joint_pos_sum(env, FINGER_JOINTS)[0, 0]),
+            stamp=stamp,
+        )
+    if embodiment == "drone":
+        return DroneState(
+            pos=terms.frame_pos(env, DRONE_FRAME)[0].copy(),
+            quat=env.sim.frame_quat(DRONE_FRAME)[0].copy(),
+            linvel=terms.frame_linvel(env, DRONE_FRAME)[0].copy(),
+            body_rates=terms.frame_angvel_body(env, DRONE_FRAME)[0],
+            stamp=stamp,
+        )
+    if embodiment == "car":
+        return CarState(
+            pos=terms.frame_pos(env, CAR_FRAME)[0, :2].copy(),
+            yaw=float(yaw_of(env.sim.frame_quat(CAR_FRAME))[0]),
+            body_vel=body_velocity(env)[0],
+            yaw_rate=float(yaw_rate(env)[0, 0]),
+            steering_angle=float(steering_angle(env)[0, 0]),
+            stamp=stamp,
+        )
+    raise ValueError(f"no robot state for a {embodiment}")
+
+
+class RemoteSim:
+    """The read side of a one-world backend, filled from messages.
+
+    Reads return the stored arrays themselves (observation terms do not write to what they read).
+    """
+
+    name = "ros"
+    num_worlds = 1
+
+    def __init__(self, frames: Sequence[str], joints: Sequence[str]) -> None:
+        self.pos = {f: np.zeros((1, 3)) for f in frames}
+        self.quat = {f: np.array([[1.0, 0.0, 0.0, 0.0]]) for f in frames}
+        self.linvel = {f: np.zeros((1, 3)) for f in frames}
+        self.angvel = {f: np.zeros((1, 3)) for f in frames}
+        self.joint_names = list(joints)
+        self.joint_index = {j: i for i, j in enumerate(self.joint_names)}
+        self.jpos = np.zeros(len(self.joint_names))
+        self.jvel = np.zeros(len(self.joint_names))
+        self._index_cache: dict[tuple[str, ...], npt.NDArray[np.intp]] = {}
+
+    def frame_pos(self, name: str) -> FloatArray:
+        return self.pos[name]
+
+    def frame_quat(self, name: str) -> FloatArray:
+        return self.quat[name]
+
+    def frame_linvel(self, name: str) -> FloatArray:
+        return self.linvel[name]
+
+    def frame_angvel(self, name: str) -> FloatArray:
+        return self.angvel[name]
+
+    def _index(self, joints: Sequence[str]) -> npt.NDArray[np.intp]:
+        key = tuple(joints)
+        if key not in self._index_cache:
+            self._index_cache[key] = np.array([self.joint_index[j] for j in key], dtype=np.intp)
+        return self._index_cache[key]
+
+    def joint_pos(self, joints: Sequence[str]) -> FloatArray:
+        return self.jpos[None, self._index(joints)]
+
+    def joint_vel(self, joints: Sequence[str]) -> FloatArray:
+        return self.jvel[None, self._index(joints)]
+
+
+class RemoteStateView:
+    """One world of a task as observation terms see it, filled from messages (see the module doc).
+
+    ``action`` and ``prev_action`` are the last two commands this side sent; they go back to the
+    task's neutral action when a new episode starts, as they do in the simulator.
+    """
+
+    def __init__(self, cfg: TaskCfg, frames: Sequence[str], joints: Sequence[str]) -> None:
+        self.cfg = cfg
+        self.num_envs = 1
+        self.sim = RemoteSim(frames, joints)
+        self.state = {k: np.zeros((1, *shape)) for k, shape in cfg.state.items()}
+        self.step_count = np.zeros(1, dtype=np.int64)
+        self.neutral = np.asarray(cfg.action.neutral, dtype=np.float64)
+        self.action = self.neutral[None].copy()
+        self.prev_action = self.action.copy()
+        self._stateful = [t.fn for t in cfg.observations.values() if hasattr(t.fn, "reset")]
+        self.layout = TaskStateLayout(cfg)
+        self.sources = [f"frames/{f}" for f in frames] + (["joint_states"] if joints else []) + ["task_state"]
+        """The topics (relative names) the view is filled from."""
+
+    def read(self, source: str, m: Any) -> float:
+        """Take in a message of one of :attr:`sources`; returns its stamp (s). Raises
+        :class:`~robolearn.hardware.ros.messages.MessageError` for a message that does not fit."""
+        sim = self.sim
+        if source == "task_state":
+            return self.layout.read(m, self.state, self.step_count)
+        if source == "joint_states":
+            return read_joint_state(m, sim.joint_index, sim.jpos, sim.jvel)
+        frame = source.removeprefix("frames/")
+        return read_odometry(m, sim.pos[frame], sim.quat[frame], sim.linvel[frame], sim.angvel[frame])
+
+    def record_action(self, action: FloatArray) -> None:
+        """The command just sent becomes ``action``; the one before, ``prev_action``."""
+        self.prev_action[0] = self.action[0]
+        self.action[0] = action
+
+    def new_episode(self) -> None:
+        """Forget the last episode's commands and the memory of stateful observation terms."""
+        self.action[0] = self.neutral
+        self.prev_action[0] = self.neutral
+        ids = np.zeros(1, dtype=np.int64)
+        for term in self._stateful:
+            term.reset(self, ids)
+
+    def observe(self) -> Observation:
+        """The task's observation of this world, each entry without the batch axis (float32)."""
+        obs: dict[str, Any] = {}
+        for key, term in self.cfg.observations.items():
+            obs[key] = np.asarray(term.fn(self, **term.params), dtype=np.float32).reshape(-1)
+        return obs
+
+    def robot_state(self, stamp: float) -> RobotState:
+        """The robot's state as the safety layer reads it (see :func:`robot_state`)."""
+        return robot_state(self, stamp)

@@ -1,0 +1,459 @@
+"""``robolearn record``: episodes driven from a teleoperation device, written as a LeRobot dataset.
+
+One world of the task runs in simulation. Every control step the device is read with the
+current observation; its action drives the world (or, with ``--policy``, the policy drives and
+the device's action replaces it while the person intervenes, as in HIL-SERL), and the step is
+recorded with :class:`robolearn.dataset.DatasetWriter`, flagged ``is_intervention`` where the
+person drove. Frames are added one step late, so a success or failure the person marks after
+seeing a step's outcome lands on that step's frame. The episode's initial state is drawn from
+the seed and the episode's index in the dataset, so a re-recorded episode starts where the
+discarded one did.
+
+The simulation is shown in a pygame window where there is a display (the keyboard device reads
+its keys there; beside a gamepad or SpaceMouse the window's keys mark episodes); elsewhere a
+frame is written as PNG every few seconds beside the dataset and the progress line tells the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import tyro
+
+from robolearn.dataset import ACTION, OBS, DatasetWriter, read_dataset
+from robolearn.env import TaskEnv
+from robolearn.sim.backend import BackendName, FloatArray
+from robolearn.tasks import DEFAULT_TASK, make_task_cfg
+from robolearn.tasks.core import Observation, TaskCfg
+from robolearn.teleop.device import (
+    HAND_DEVICES,
+    INSTALL_PYGAME,
+    Device,
+    TeleopCommand,
+    TeleopEvent,
+    display_available,
+    import_optional,
+    make_device,
+)
+from robolearn.teleop.mapping import DroneMode
+from robolearn.teleop.scripted import InterventionSchedule
+
+log = logging.getLogger(__name__)
+
+DeviceName = Literal["keyboard", "gamepad", "spacemouse", "scripted", "replay"]
+Display = Literal["auto", "window", "png", "none"]
+Outcome = Literal["saved", "rerecord", "quit"]
+
+WINDOW_HZ = 25.0
+"""Refresh rate of the window: a software-rendered frame costs about 20 ms."""
+
+
+class RecordError(ValueError):
+    """A recording that cannot start; the message names the option and what is allowed."""
+
+
+@dataclass(frozen=True)
+class RecordCmd:
+    """Record episodes of a task driven from a device into a LeRobot v3 dataset.
+
+    An episode ends when the task ends it (success, a terminal state, the step limit) or when the
+    person marks it a success or a failure; re-record discards it and starts it again from the
+    same initial state; quit drops the episode in progress and stops. Default device bindings:
+    docs/teleop.md. The last line printed is one JSON object.
+    """
+
+    task: tyro.conf.Positional[str] = DEFAULT_TASK
+    """Task name (see ``robolearn tasks``)."""
+    device: DeviceName = "keyboard"
+    """Who drives: a person (keyboard, gamepad, SpaceMouse), a scripted stand-in, or a replayed dataset."""
+    episodes: int = 10
+    """Episodes to save."""
+    out: Path | None = None
+    """Dataset folder (default ``datasets/<task>``); a dataset with the same features is appended to."""
+    backend: BackendName = "mujoco"
+    """Simulator (one world)."""
+    seed: int = 0
+    """Seed of the initial states (with each episode's index in the dataset)."""
+    max_steps: int | None = None
+    """Control steps before an episode is cut off (default: the task's episode length)."""
+    fps: float | None = None
+    """Loop pace in steps per wall-clock second (default: real time for a person, else 0: unpaced).
+    The dataset's fps is always the task's control rate, so a slower pace is slow motion."""
+    camera: bool = False
+    """Record the rendered camera image as a video feature (``observation.images.front``)."""
+    image_size: tuple[int, int] = (320, 240)
+    """Width and height of rendered frames (even numbers)."""
+    policy: str = "none"
+    """What drives while nobody intervenes: none (the device: hold still), scripted, random, RUN_DIR."""
+    scripted_policy: str = "scripted"
+    """For ``--device scripted``: the task's ``scripted`` expert, or a run folder."""
+    intervene_steps: tuple[int, int] | None = None
+    """For ``--device scripted``: it takes over only during steps [a, b) of an episode."""
+    intervene_every: int = 1
+    """For ``--device scripted``: only in every k-th episode."""
+    intervene_prob: float = 1.0
+    """For ``--device scripted``: only with this probability per episode (drawn from ``--seed``)."""
+    replay_from: Path | None = None
+    """For ``--device replay``: the dataset whose episodes are replayed, in order."""
+    drone_mode: DroneMode = "velocity"
+    """Drones on a hand-held device: velocity setpoints via a hover controller, or rates (acro)."""
+    scale: float | None = None
+    """Hand-held devices: fraction of the action bounds at full deflection (default 0.5 keys, 1 else)."""
+    gamepad_backend: Literal["auto", "pygame", "evdev"] = "auto"
+    """How the gamepad is read."""
+    display: Display = "auto"
+    """window (pygame), png (frames beside the dataset), none; auto: a window if there is a display."""
+    png_every: float = 2.0
+    """Seconds between PNG frames."""
+
+
+@dataclass
+class Progress:
+    """Where a recording stands."""
+
+    saved: int = 0
+    """Episodes saved in this session."""
+    successes: int = 0
+    """Saved episodes that succeeded (by the task or by the person's mark)."""
+    rerecorded: int = 0
+    """Episodes discarded by re-record."""
+    step: int = 0
+    """Control step of the episode in progress."""
+    max_steps: int = 0
+    """Episode length limit."""
+    intervening: bool = False
+    """The person drove the last step."""
+    frames: int = 0
+    """Frames saved in this session."""
+    intervention_frames: int = 0
+    """Of those, frames the person drove."""
+
+
+class Viewer:
+    """Shows the simulation: a pygame window, or PNG frames written every few seconds."""
+
+    def __init__(self, mode: Literal["window", "png", "none"], png_dir: Path, png_every: float) -> None:
+        self.mode, self.png_dir, self.png_every = mode, png_dir, png_every
+        self.pg: Any = None
+        self._last = -np.inf
+
+    def open(self, title: str, size: tuple[int, int]) -> None:
+        if self.mode == "window":
+            pg = import_optional("pygame", "the simulation window", INSTALL_PYGAME)
+            pg.display.init()
+            pg.display.set_mode((2 * size[0], 2 * size[1]))
+            pg.display.set_caption(title)
+            self.pg = pg
+        elif self.mode == "png":
+            self.png_dir.mkdir(parents=True, exist_ok=True)
+            log.info("frames of the simulation go to %s", self.png_dir)
+
+    def due(self) -> bool:
+        """Whether a frame is due now (rendering costs, so frames are rate-limited)."""
+        period = {"window": 1.0 / WINDOW_HZ, "png": self.png_every}.get(self.mode)
+        return period is not None and time.monotonic() - self._last >= period
+
+    def show(self, frame: npt.NDArray[np.uint8], status: str, name: str = "latest.png") -> None:
+        self._last = time.monotonic()
+        if self.mode == "window":
+            pg = self.pg
+            h, w = frame.shape[:2]
+            surface = pg.display.get_surface()
+            image = pg.surfarray.make_surface(np.ascontiguousarray(frame.swapaxes(0, 1)))
+            surface.blit(pg.transform.scale(image, (2 * w, 2 * h)), (0, 0))
+            pg.display.set_caption(status)
+            pg.display.flip()
+        elif self.mode == "png":
+            import imageio.v2 as imageio
+
+            tmp = self.png_dir / f".{name}.tmp.png"
+            imageio.imwrite(tmp, frame)
+            tmp.replace(self.png_dir / name)  # a viewer never sees half a file
+
+    def closed(self) -> bool:
+        """The window was closed."""
+        return self.pg is not None and bool(self.pg.event.get(self.pg.QUIT))
+
+    def close(self) -> None:
+        if self.pg is not None:
+            self.pg.display.quit()
+        self.pg = None
+
+
+def _device_options(cmd: RecordCmd) -> dict[str, Any]:
+    if cmd.device in HAND_DEVICES:
+        opts: dict[str, Any] = {"drone_mode": cmd.drone_mode}
+        if cmd.scale is not None:
+            opts["scale"] = cmd.scale
+        if cmd.device == "gamepad":
+            opts["backend"] = cmd.gamepad_backend
+        return opts
+    if cmd.device == "scripted":
+        steps, every, prob = cmd.intervene_steps, cmd.intervene_every, cmd.intervene_prob
+        scheduled = steps is not None or every != 1 or prob != 1.0
+        schedule = InterventionSchedule(steps, every, prob, cmd.seed) if scheduled else None
+        return {"policy": cmd.scripted_policy, "schedule": schedule}
+    if cmd.replay_from is None:
+        raise RecordError("--device replay needs --replay-from DATASET")
+    return {"root": cmd.replay_from}
+
+
+def _base_policy(cmd: RecordCmd, cfg: TaskCfg) -> Callable[[Observation], FloatArray] | None:
+    if cmd.policy == "none":
+        return None
+    if cmd.policy in ("scripted", "random"):
+        from robolearn.evaluation import make_policy
+
+        return make_policy(cmd.policy, cfg, 1, cmd.seed)
+    run = Path(cmd.policy)
+    if not run.exists():
+        raise RecordError(f"--policy must be none, scripted, random or a run folder; {run} does not exist")
+    from robolearn.train import load_policy
+
+    policy, meta = load_policy(run)
+    if meta.get("task") != cfg.name:
+        raise RecordError(f"--policy {run} was trained on {meta.get('task')}, not {cfg.name}")
+    return policy.act
+
+
+def _open_writer(
+    out: Path, cfg: TaskCfg, shapes: dict[str, tuple[int, ...]], image_shape: tuple[int, int, int] | None
+) -> DatasetWriter:
+    if not (out / "meta" / "info.json").is_file():
+        return DatasetWriter.for_task(out, cfg, shapes, repo_id=f"local/{cfg.name}", image_shape=image_shape)
+    ds = read_dataset(out)
+    theirs = (
+        {k: tuple(ds.features[OBS + k]["shape"]) for k in ds.obs_keys},
+        tuple(ds.features[ds.camera_keys[0]]["shape"]) if ds.camera_keys else None,
+        ds.features.get(ACTION, {}).get("names"),
+    )
+    ours = (shapes, image_shape, list(cfg.action.names))
+    if theirs != ours:
+        raise RecordError(
+            f"{out} records observations {theirs[0]}, image {theirs[1]}, actions {theirs[2]}; this "
+            f"recording has {ours[0]}, image {ours[1]}, actions {ours[2]}: choose another --out"
+        )
+    return DatasetWriter.open(out)
+
+
+class Recorder:
+    """The recording loop of :func:`record`."""
+
+    def __init__(self, cmd: RecordCmd, progress: Callable[[Progress], None] | None = None) -> None:
+        if cmd.episodes < 1:
+            raise RecordError(f"--episodes must be at least 1, got {cmd.episodes}")
+        if cmd.fps is not None and cmd.fps < 0:
+            raise RecordError(f"--fps must be 0 (as fast as possible) or positive, got {cmd.fps}")
+        if cmd.max_steps is not None and cmd.max_steps < 1:
+            raise RecordError(f"--max-steps must be at least 1, got {cmd.max_steps}")
+        if any(s < 2 or s % 2 for s in cmd.image_size):
+            raise RecordError(f"--image-size must be two even numbers of pixels, got {cmd.image_size}")
+        cfg = make_task_cfg(cmd.task)
+        if cmd.max_steps is not None:
+            cfg = replace(cfg, episode_length=cmd.max_steps)
+        self.cmd, self.cfg = cmd, cfg
+        self.out = cmd.out if cmd.out is not None else Path("datasets") / cfg.name
+        self.device: Device = make_device(cmd.device, cfg, **_device_options(cmd))
+        self.policy = _base_policy(cmd, cfg)
+        self.neutral = np.asarray(cfg.action.neutral, np.float64)
+        hand = cmd.device in HAND_DEVICES
+        fps = cmd.fps if cmd.fps is not None else (1.0 / cfg.control_dt if hand else 0.0)
+        self.period = 1.0 / fps if fps > 0 else 0.0
+        mode = cmd.display
+        if mode == "auto":
+            mode = "window" if display_available() else "png"
+        if cmd.device == "keyboard" and mode != "window":
+            raise RecordError(
+                "--device keyboard reads keys from the simulation window, which needs a display "
+                "(DISPLAY or WAYLAND_DISPLAY) and --display auto or window"
+            )
+        self.viewer = Viewer(mode, self.out.parent / f"{self.out.name}-preview", cmd.png_every)
+        # Beside a gamepad or SpaceMouse, the window's keys mark episodes (those devices' few
+        # buttons drive); the scripted and replay devices mark nothing, a person watching may.
+        self.key_events: Device | None = None
+        if mode == "window" and cmd.device != "keyboard":
+            from robolearn.teleop.keyboard import KeyboardEvents
+
+            self.key_events = KeyboardEvents()
+        self.progress = Progress(max_steps=cfg.episode_length)
+        self.on_progress = progress
+
+    def run(self) -> dict[str, Any]:
+        cmd, cfg = self.cmd, self.cfg
+        start = time.monotonic()
+        quit_early = False
+        with contextlib.ExitStack() as stack:
+            env = TaskEnv(cfg, cmd.backend, 1, seed=cmd.seed, autoreset=False, render_size=cmd.image_size)
+            stack.callback(env.close)
+            self.viewer.open(f"robolearn record {cfg.name}", cmd.image_size)
+            stack.callback(self.viewer.close)
+            # Devices first: a missing device must not leave an empty dataset behind.
+            stack.enter_context(self.device)
+            if self.key_events is not None:
+                stack.enter_context(self.key_events)
+            space = env.single_observation_space
+            assert isinstance(space, gym.spaces.Dict)
+            shapes = {k: tuple(s.shape or ()) for k, s in space.items()}
+            w, h = cmd.image_size
+            writer = _open_writer(self.out, cfg, shapes, (h, w, 3) if cmd.camera else None)
+            stack.callback(writer.close)
+            while self.progress.saved < cmd.episodes:
+                index = writer.num_episodes
+                seed = int(np.random.SeedSequence([cmd.seed, index]).generate_state(1)[0])
+                outcome = self._episode(env, writer, seed)
+                if outcome == "quit":
+                    quit_early = True
+                    break
+                if outcome == "rerecord":
+                    self.progress.rerecorded += 1
+                    log.info("episode %d discarded: re-recording it", index)
+        p = self.progress
+        return {
+            "task": cfg.name,
+            "device": cmd.device,
+            "out": str(self.out),
+            "episodes_saved": p.saved,
+            "successes": p.successes,
+            "success_rate": p.successes / p.saved if p.saved else float("nan"),
+            "frames": p.frames,
+            "intervention_frames": p.intervention_frames,
+            "rerecorded": p.rerecorded,
+            "quit": quit_early,
+            "wall_seconds": time.monotonic() - start,
+        }
+
+    def _read(self, obs: dict[str, np.ndarray]) -> TeleopCommand:
+        command = self.device.read(obs)
+        if self.key_events is not None:
+            command = command.merged(self.key_events.read(obs))
+        if self.viewer.closed():
+            command = command.merged(TeleopCommand(None, False, frozenset({TeleopEvent.QUIT})))
+        return command
+
+    def _episode(self, env: TaskEnv, writer: DatasetWriter, seed: int) -> Outcome:
+        """Run one episode; save it unless it is re-recorded or the person quits."""
+        cmd, p = self.cmd, self.progress
+        obs_batch, _ = env.reset(seed=seed)
+        self.device.reset()
+        pending: dict[str, Any] | None = None  # the last step's frame, added one step late
+        success = False
+        intervened = p.step = 0
+        next_tick = time.monotonic()
+        for step in range(self.cfg.episode_length):
+            obs = {k: v[0] for k, v in obs_batch.items()}
+            command = self._read(obs)
+            if TeleopEvent.QUIT in command.events:
+                writer.discard_episode()
+                return "quit"
+            if TeleopEvent.RERECORD in command.events:
+                writer.discard_episode()
+                return "rerecord"
+            marked = command.events & {TeleopEvent.SUCCESS, TeleopEvent.FAILURE}
+            if marked and pending is not None:
+                # Success is a terminal state; a failure cuts the episode off, like a time-out.
+                success = TeleopEvent.SUCCESS in marked
+                pending |= {"success": success, "terminated": success}
+                break
+            human = command.intervening and command.action is not None
+            if command.action is not None and (human or self.policy is None):
+                action = command.action
+            elif self.policy is not None:
+                action = np.asarray(self.policy({k: v[None] for k, v in obs.items()}), np.float64)[0]
+            else:
+                action = self.neutral
+            obs_batch, reward, terminated, truncated, info = env.step(action[None])
+            image = env.render() if cmd.camera else None
+            if pending is not None:
+                writer.add_frame(**pending)
+            pending = {
+                "obs": obs,
+                "action": action,
+                "reward": float(reward[0]),
+                "success": bool(info["success"][0]),
+                "terminated": bool(terminated[0]),
+                "is_intervention": human,
+                "image": image,
+            }
+            success |= pending["success"]
+            intervened += human
+            p.step, p.intervening = step + 1, human
+            self._show(env, image)
+            if self.on_progress is not None:
+                self.on_progress(p)
+            if terminated[0] or truncated[0]:
+                break
+            if self.period:
+                next_tick += self.period
+                delay = next_tick - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                else:  # fell behind: carry on from now rather than race to catch up
+                    next_tick = time.monotonic()
+        assert pending is not None  # the first iteration either returned or stepped
+        writer.add_frame(**pending)
+        writer.save_episode(self.cfg.description)
+        p.saved += 1
+        p.successes += success
+        p.frames += p.step
+        p.intervention_frames += intervened
+        if self.viewer.mode == "png":
+            self.viewer.show(env.render(), self._status(), f"episode-{writer.num_episodes - 1:04d}.png")
+        if self.on_progress is not None:
+            self.on_progress(p)
+        return "saved"
+
+    def _show(self, env: TaskEnv, image: npt.NDArray[np.uint8] | None) -> None:
+        if self.viewer.due():
+            self.viewer.show(image if image is not None else env.render(), self._status())
+
+    def _status(self) -> str:
+        p = self.progress
+        return (
+            f"{self.cfg.name}: episode {p.saved + 1}/{self.cmd.episodes}, step {p.step}/{p.max_steps}, "
+            f"{'HUMAN' if p.intervening else 'policy'}, {p.successes} successes"
+        )
+
+
+def record(cmd: RecordCmd, progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
+    """Record ``cmd.episodes`` episodes; returns a summary (episodes, successes, frames, ...)."""
+    return Recorder(cmd, progress).run()
+
+
+def run_record(cmd: RecordCmd) -> None:
+    """``robolearn record``: a live progress line, then a summary line and one JSON object."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=cmd.episodes, desc=f"record {cmd.task}", unit="ep", file=sys.stderr, dynamic_ncols=True)
+    last = [0.0]
+
+    def show(p: Progress) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.25 and p.saved == bar.n:
+            return
+        last[0] = now
+        bar.update(p.saved - bar.n)
+        bar.set_postfix(
+            success=p.successes, step=f"{p.step}/{p.max_steps}", human="yes" if p.intervening else "no"
+        )
+
+    try:
+        summary = record(cmd, show)
+    finally:
+        bar.close()
+    print(
+        f"{summary['task']}: {summary['episodes_saved']} episodes saved to {summary['out']} "
+        f"({summary['successes']} successful, {summary['intervention_frames']} of {summary['frames']} "
+        f"frames driven by the {summary['device']} device)" + (", stopped by quit" if summary["quit"] else "")
+    )
+    print(json.dumps(summary))

@@ -1,0 +1,120 @@
+"""A scripted stand-in for the person: a task's scripted expert, or a trained policy.
+
+Without a schedule it drives every step, as a person recording demonstrations does. With an
+:class:`InterventionSchedule` it takes over only on schedule, as a simulated HIL-SERL operator:
+during steps ``[a, b)`` of every ``k``-th episode, each such episode with probability ``p``,
+deterministic by seed. It always reports its action; ``intervening`` says whether it takes over
+(so a recording without a policy is driven by it throughout, with the schedule in the flags).
+It has no buttons: it sends no events. Episodes are counted by :meth:`reset` (the first read
+before any reset starts episode 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robolearn.sim.backend import FloatArray
+from robolearn.tasks.core import Observation, TaskCfg
+from robolearn.teleop.device import Device, DeviceError, ObsDict, TeleopCommand, TeleopEvent
+
+
+@dataclass(frozen=True)
+class InterventionSchedule:
+    """When the scripted stand-in takes over."""
+
+    steps: tuple[int, int] | None = None
+    """Control steps ``[a, b)`` of an episode it takes over; None: the whole episode."""
+    every: int = 1
+    """Episodes ``0, k, 2k, ...`` are eligible (``k = every``)."""
+    probability: float = 1.0
+    """Chance that an eligible episode is intervened, drawn once per episode."""
+    seed: int = 0
+    """Seed of those draws: episode ``e``'s draw depends on ``(seed, e)`` alone."""
+
+    def check(self) -> None:
+        """Raise :class:`DeviceError` naming a bad field."""
+        if self.every < 1:
+            raise DeviceError(f"scripted: intervention schedule 'every' must be at least 1, got {self.every}")
+        if not 0.0 <= self.probability <= 1.0:
+            raise DeviceError(f"scripted: intervention probability must be in [0, 1], got {self.probability}")
+        if self.steps is not None and not 0 <= self.steps[0] < self.steps[1]:
+            raise DeviceError(f"scripted: intervention steps [a, b) need 0 <= a < b, got {list(self.steps)}")
+
+    def episode_selected(self, episode: int) -> bool:
+        """Whether episode ``episode`` (0-based) has an intervention."""
+        if episode % self.every:
+            return False
+        return bool(np.random.default_rng([self.seed, episode]).random() < self.probability)
+
+    def in_window(self, step: int) -> bool:
+        """Whether ``step`` (0-based) is within the steps taken over."""
+        return self.steps is None or self.steps[0] <= step < self.steps[1]
+
+    def intervenes(self, episode: int, step: int) -> bool:
+        """Whether the stand-in takes over at ``step`` of ``episode``."""
+        return self.in_window(step) and self.episode_selected(episode)
+
+
+class ScriptedDevice(Device):
+    """Plays the person with a task's scripted expert (``policy="scripted"``) or a run folder's policy."""
+
+    name = "scripted"
+
+    def __init__(
+        self, task_cfg: TaskCfg, *, policy: str = "scripted", schedule: InterventionSchedule | None = None
+    ) -> None:
+        if schedule is not None:
+            schedule.check()
+        self.task_cfg, self.policy_name, self.schedule = task_cfg, policy, schedule
+        self.low = np.asarray(task_cfg.action.low, np.float64)
+        self.high = np.asarray(task_cfg.action.high, np.float64)
+        self._act: Callable[[Observation], FloatArray] | None = None
+        self.episode, self.step = -1, 0
+        self._selected = False
+
+    def connect(self) -> None:
+        self._act = self._load()
+        self.episode, self.step = -1, 0
+
+    def _load(self) -> Callable[[Observation], FloatArray]:
+        cfg = self.task_cfg
+        if self.policy_name == "scripted":
+            if cfg.expert is None:
+                raise DeviceError(f"scripted: task {cfg.name} has no scripted expert; give policy=RUN_DIR")
+            return cfg.expert(cfg)
+        run = Path(self.policy_name)
+        if not run.exists():
+            raise DeviceError(f"scripted: policy must be 'scripted' or a run folder; {run} does not exist")
+        from robolearn.train import load_policy
+
+        policy, meta = load_policy(run)
+        if meta.get("task") != cfg.name:
+            raise DeviceError(
+                f"scripted: the policy in {run} was trained on {meta.get('task')}, not {cfg.name}"
+            )
+        return policy.act
+
+    def reset(self) -> None:
+        self.episode += 1
+        self.step = 0
+        self._selected = self.schedule is None or self.schedule.episode_selected(self.episode)
+
+    def read(self, obs: ObsDict) -> TeleopCommand:
+        if self._act is None:
+            raise DeviceError("scripted: read before connect()")
+        if self.episode < 0:
+            self.reset()
+        batch = {k: np.asarray(v, np.float32)[None] for k, v in obs.items()}
+        action = np.clip(np.asarray(self._act(batch), np.float64)[0], self.low, self.high)
+        intervening = self.schedule is None or (self._selected and self.schedule.in_window(self.step))
+        self.step += 1
+        return TeleopCommand(
+            action, intervening, frozenset({TeleopEvent.INTERVENE}) if intervening else frozenset()
+        )
+
+    def disconnect(self) -> None:
+        self._act = None

@@ -1,0 +1,348 @@
+"""LeRobotDataset v3 on disk: layout, round trips, crash safety, damage reports, merging, demo buffers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from robolearn.dataset import (
+    ACTION,
+    DONE,
+    INTERVENTION,
+    REWARD,
+    STATE,
+    SUCCESS,
+    TERMINATED,
+    DatasetCmd,
+    DatasetError,
+    DatasetInfoCmd,
+    DatasetMergeCmd,
+    DatasetValidateCmd,
+    DatasetWriter,
+    dataset_info,
+    load_demo_buffer,
+    merge_datasets,
+    read_dataset,
+    run_dataset,
+    validate_dataset,
+)
+from robolearn.normalization import ActionScaler
+from robolearn.tasks import make_task_cfg
+
+SHAPES = {"pos": (3,), "grip": (1,)}
+CAM = "observation.images.front"
+IMAGE = (16, 24, 3)
+LOW, HIGH = np.array([-1.0, 0.0]), np.array([1.0, 0.08])
+
+
+def _frames(length: int, seed: int, terminal: bool) -> list[dict]:
+    """One synthetic episode: what add_frame receives, frame by frame."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in range(length):
+        image = np.zeros(IMAGE, np.uint8)
+        image[..., 0] = 8 * t % 256  # a brightness ramp survives lossy encoding
+        image[:, : 2 + t % 20, 1] = 200
+        out.append(
+            {
+                "obs": {"pos": rng.normal(size=3), "grip": np.array([0.01 * t])},
+                "action": rng.uniform(LOW, HIGH),
+                "reward": float(t) / length,
+                "success": t >= length - 3,
+                "terminated": terminal and t == length - 1,
+                "is_intervention": 5 <= t < 9,
+                "image": image,
+            }
+        )
+    return out
+
+
+def _record(
+    root: Path, lengths: list[int], camera: bool = True, task: str = "pick", seed: int = 0
+) -> list[list[dict]]:
+    writer = DatasetWriter.create(
+        root,
+        repo_id="test/pick",
+        fps=50,
+        robot_type="panda",
+        obs_shapes=SHAPES,
+        obs_names=None,
+        action_names=["dx", "grip"],
+        image_shape=IMAGE if camera else None,
+        obs_units={"pos": "m", "grip": "m"},
+        action_units=["m", "m"],
+    )
+    episodes = []
+    for i, n in enumerate(lengths):
+        frames = _frames(n, seed + i, terminal=i % 2 == 0)
+        for f in frames:
+            writer.add_frame(**{**f, "image": f["image"] if camera else None})
+        assert writer.save_episode(task) == i
+        episodes.append(frames)
+    writer.close()
+    return episodes
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[list[dict]]]:
+    root = tmp_path_factory.mktemp("ds") / "pick"
+    return root, _record(root, [12, 7, 10])
+
+
+def test_round_trip(recorded: tuple[Path, list[list[dict]]]) -> None:
+    root, episodes = recorded
+    assert validate_dataset(root) == []
+    ds = read_dataset(root)
+    assert [e.length for e in ds.episodes] == [12, 7, 10]
+    assert ds.tasks == ["pick"] and ds.obs_keys == ["pos", "grip"] and ds.camera_keys == [CAM]
+    assert ds.units["observation.pos"] == ["m"] * 3 and ds.units[ACTION] == ["m", "m"]
+    frames = ds.frames()
+    flat = [f for ep in episodes for f in ep]
+    np.testing.assert_allclose(frames["observation.pos"], [f["obs"]["pos"] for f in flat], rtol=1e-6)
+    np.testing.assert_allclose(frames[STATE][:, 3], [f["obs"]["grip"][0] for f in flat], rtol=1e-6)
+    np.testing.assert_allclose(frames[ACTION], [f["action"] for f in flat], rtol=1e-6)
+    np.testing.assert_allclose(frames[REWARD], [f["reward"] for f in flat], rtol=1e-6)
+    assert frames[SUCCESS].tolist() == [f["success"] for f in flat]
+    assert frames[INTERVENTION].tolist() == [f["is_intervention"] for f in flat]
+    assert frames[TERMINATED].tolist() == [f["terminated"] for f in flat]
+    # next.done marks every episode's last frame, terminal or not.
+    assert np.flatnonzero(frames[DONE]).tolist() == [11, 18, 28]
+    assert frames["index"].tolist() == list(range(29))
+    assert frames["episode_index"].tolist() == [0] * 12 + [1] * 7 + [2] * 10
+    np.testing.assert_allclose(frames["timestamp"][12:19], np.arange(7) / 50, atol=1e-6)
+    video = ds.video_frames(1, CAM)
+    assert video.shape == (7, *IMAGE)
+    original = np.stack([f["image"] for f in episodes[1]]).astype(float)
+    assert np.abs(video.astype(float) - original).mean() < 6.0  # H.264 is lossy, not wrong
+
+
+def test_layout_is_lerobot_v3(recorded: tuple[Path, list[list[dict]]]) -> None:
+    root, _ = recorded
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["codebase_version"] == "v3.0"
+    assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    assert info["video_path"] == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"], info["fps"]) == (3, 29, 1, 50)
+    assert info["splits"] == {"train": "0:3"}
+    features = info["features"]
+    for key in ("timestamp", "frame_index", "episode_index", "index", "task_index"):
+        assert features[key]["shape"] == [1]
+    assert features[STATE]["names"] == ["pos_0", "pos_1", "pos_2", "grip_0"]
+    assert features[INTERVENTION] == {"dtype": "bool", "shape": [1], "names": ["is_intervention"]}
+    assert features[CAM]["dtype"] == "video" and features[CAM]["info"]["video.fps"] == 50
+    # Shape (1,) features are scalar columns, vectors fixed-size lists (as Hugging Face datasets
+    # writes Value and Sequence(length=n)).
+    data = pq.read_table(root / "data/chunk-000/file-001.parquet")
+    assert str(data.schema.field(REWARD).type) == "float"
+    assert str(data.schema.field(DONE).type) == "bool"
+    assert data.schema.field("observation.pos").type == pa.list_(pa.float32(), 3)
+    episodes = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    assert [e["dataset_from_index"] for e in episodes] == [0, 12, 19]
+    assert episodes[2]["videos/observation.images.front/file_index"] == 2
+    assert episodes[1]["videos/observation.images.front/to_timestamp"] == pytest.approx(7 / 50)
+    first_actions = read_dataset(root).episode_frames(0)[ACTION]
+    np.testing.assert_allclose(episodes[0]["stats/action/mean"], first_actions.mean(axis=0), rtol=1e-6)
+    # LeRobot reads the tasks table with pandas: the task text is the index.
+    tasks = pq.read_table(root / "meta/tasks.parquet")
+    assert json.loads(tasks.schema.metadata[b"pandas"])["index_columns"] == ["task"]
+    stats = json.loads((root / "meta/stats.json").read_text())
+    assert stats[REWARD]["count"] == [29]
+    assert set(stats[ACTION]) == {"min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99"}
+    assert np.array(stats[CAM]["mean"]).shape == (3, 1, 1)
+
+
+def test_stats_aggregate_exactly(recorded: tuple[Path, list[list[dict]]]) -> None:
+    root, _ = recorded
+    frames = read_dataset(root).frames()
+    stats = json.loads((root / "meta/stats.json").read_text())
+    np.testing.assert_allclose(stats[ACTION]["mean"], frames[ACTION].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(stats[ACTION]["std"], frames[ACTION].std(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(stats[ACTION]["min"], frames[ACTION].min(axis=0))
+
+
+CRASH_SCRIPT = """
+import sys, time, numpy as np
+from pathlib import Path
+from robolearn.dataset import DatasetWriter
+w = DatasetWriter.create(Path(sys.argv[1]), repo_id="t/crash", fps=30, robot_type="panda",
+    obs_shapes={"pos": (3,)}, obs_names=None, action_names=["a"], image_shape=(16, 16, 3))
+for ep in range(1000):
+    for t in range(20):
+        w.add_frame({"pos": np.full(3, t)}, np.array([0.1]), 0.0, False, False, False,
+                    np.full((16, 16, 3), t, np.uint8))
+        if ep == 3 and t == 10:
+            print("mid-episode", flush=True)
+            time.sleep(60)  # killed here, with 11 frames buffered
+    w.save_episode("reach")
+    print("saved", ep, flush=True)
+"""
+
+
+def test_kill_mid_episode_loses_only_that_episode(tmp_path: Path) -> None:
+    root = tmp_path / "crash"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_SCRIPT, str(root)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    for line in proc.stdout:
+        if line.startswith("mid-episode") or time.monotonic() > deadline:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert validate_dataset(root) == []
+    assert len(read_dataset(root).episodes) == 3
+    writer = DatasetWriter.open(root)
+    for t in range(5):
+        writer.add_frame(
+            {"pos": np.full(3, t)}, np.array([0.1]), 0.0, True, True, False, np.zeros((16, 16, 3), np.uint8)
+        )
+    assert writer.save_episode("reach") == 3
+    assert validate_dataset(root) == []
+    assert [e.length for e in read_dataset(root).episodes] == [20, 20, 20, 5]
+
+
+def test_interrupted_save_is_reported_and_repaired(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    _record(root, [6, 5], camera=False)
+    # A save killed after its data file was renamed into place but before the commit.
+    orphan = root / "data/chunk-000/file-002.parquet"
+    orphan.write_bytes((root / "data/chunk-000/file-001.parquet").read_bytes())
+    problems = validate_dataset(root)
+    assert len(problems) == 1 and "file-002.parquet: no episode refers to it" in problems[0]
+    DatasetWriter.open(root).close()
+    assert not orphan.exists() and validate_dataset(root) == []
+
+
+def test_damaged_files_are_named(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    _record(root, [6, 5, 4])
+    data = root / "data/chunk-000/file-001.parquet"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    with pytest.raises(DatasetError, match=r"file-001\.parquet: contents do not match"):
+        read_dataset(root).frames()
+    read_dataset(root).episode_frames(0)  # the other episodes stay readable
+    video = root / "videos" / CAM / "chunk-000/file-002.mp4"
+    video.write_bytes(video.read_bytes()[:200])
+    problems = validate_dataset(root)
+    assert any("file-001.parquet" in p for p in problems)
+    assert any("file-002.mp4: 200 bytes where" in p for p in problems)
+    with pytest.raises(DatasetError, match=r"file-002\.mp4"):
+        read_dataset(root).video_frames(2, CAM)
+
+    info = json.loads((root / "meta/info.json").read_text())
+    (root / "meta/info.json").write_text(json.dumps(info | {"total_frames": 99}))
+    with pytest.raises(DatasetError, match="total_frames is 99, the episodes add up to 15"):
+        read_dataset(root)
+    (root / "meta/info.json").write_text(json.dumps(info))
+    (root / "data/chunk-000/file-000.parquet").unlink()
+    with pytest.raises(DatasetError, match=r"file-000.parquet: missing \(episode 0\)"):
+        read_dataset(root)
+    (root / "meta/tasks.parquet").write_text("not parquet")
+    (problem,) = validate_dataset(root)
+    assert problem.startswith(f"{root / 'meta/tasks.parquet'}: not a readable parquet file")
+
+
+def test_writer_rejects_bad_input(tmp_path: Path) -> None:
+    kwargs = dict(
+        repo_id="t/x", fps=50, robot_type="panda", obs_shapes=SHAPES, obs_names=None, action_names=["a", "b"]
+    )
+    with pytest.raises(DatasetError, match="even sides"):
+        DatasetWriter.create(tmp_path / "odd", image_shape=(15, 24, 3), **kwargs)
+    writer = DatasetWriter.create(tmp_path / "ok", image_shape=None, **kwargs)
+    with pytest.raises(DatasetError, match="exists and is not empty"):
+        DatasetWriter.create(tmp_path / "ok", image_shape=None, **kwargs)
+    frame = _frames(1, 0, False)[0]
+    with pytest.raises(DatasetError, match="observation keys"):
+        writer.add_frame({"pos": frame["obs"]["pos"]}, frame["action"], 0.0, False, False, False)
+    with pytest.raises(DatasetError, match="action has shape"):
+        writer.add_frame(frame["obs"], np.zeros(3), 0.0, False, False, False)
+    with pytest.raises(DatasetError, match="image given to a dataset without a camera"):
+        writer.add_frame(frame["obs"], frame["action"], 0.0, False, False, False, frame["image"])
+    with pytest.raises(DatasetError, match="no frames"):
+        writer.save_episode("x")
+    writer.add_frame(frame["obs"], frame["action"], 0.0, False, False, False)
+    writer.discard_episode()
+    with pytest.raises(DatasetError, match="no frames"):
+        writer.save_episode("x")
+    with pytest.raises(DatasetError, match="not a LeRobot v3 dataset"):
+        read_dataset(tmp_path / "nothing")
+
+
+def test_merge_reindexes_episodes_and_tasks(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _record(a, [6, 5], task="pick")
+    _record(b, [4, 3, 5], task="place", seed=10)
+    out = merge_datasets([a, b], tmp_path / "merged")
+    assert validate_dataset(out) == []
+    merged, da, db = read_dataset(out), read_dataset(a), read_dataset(b)
+    assert [e.length for e in merged.episodes] == [6, 5, 4, 3, 5]
+    assert merged.tasks == ["pick", "place"]
+    frames = merged.frames()
+    assert frames["task_index"].tolist() == [0] * 11 + [1] * 12
+    assert frames["index"].tolist() == list(range(23))
+    np.testing.assert_array_equal(frames[ACTION], np.concatenate([da.frames()[ACTION], db.frames()[ACTION]]))
+    # Single-episode video files are copied, not re-encoded.
+    np.testing.assert_array_equal(merged.video_frames(3, CAM), db.video_frames(1, CAM))
+    c = tmp_path / "c"
+    _record(c, [4], camera=False)
+    with pytest.raises(DatasetError, match=r"features \['observation.images.front'\] differ"):
+        merge_datasets([a, c], tmp_path / "bad")
+
+
+def test_demo_buffer_from_episodes(recorded: tuple[Path, list[list[dict]]]) -> None:
+    root, episodes = recorded
+    scaler = ActionScaler(LOW, HIGH)
+    buffer = load_demo_buffer(root, scaler, SHAPES, capacity=100)
+    # Episodes 0 and 2 end terminal and keep their last frame; episode 1 was truncated.
+    assert len(buffer) == 12 + 6 + 10
+    np.testing.assert_allclose(buffer.obs["pos"][1], episodes[0][1]["obs"]["pos"], rtol=1e-6)
+    np.testing.assert_allclose(buffer.next_obs["pos"][1], episodes[0][2]["obs"]["pos"], rtol=1e-6)
+    np.testing.assert_allclose(buffer.action[3], scaler.to_unit(episodes[0][3]["action"]), atol=1e-6)
+    assert np.abs(buffer.action[: len(buffer)]).max() <= 1.0
+    assert np.flatnonzero(buffer.terminated[: len(buffer)]).tolist() == [11, 27]
+    assert buffer.is_intervention[: len(buffer)].sum() == 4 + 1 + 4  # episode 1's last one is left out
+    assert buffer.is_intervention[5] and not buffer.is_intervention[4]
+    small = load_demo_buffer(root, scaler, SHAPES, capacity=10)
+    assert len(small) == 10 and small.is_intervention[:10].sum() == 4  # the newest transitions
+    with pytest.raises(DatasetError, match="no observation 'vel'"):
+        load_demo_buffer(root, scaler, {"vel": (3,)}, capacity=10)
+
+
+def test_for_task_uses_units_and_rate(tmp_path: Path) -> None:
+    cfg = make_task_cfg("panda_pick_cube")
+    writer = DatasetWriter.for_task(tmp_path / "t", cfg, {"ee_pos": (3,), "cube_pos": (3,)}, repo_id="t/p")
+    writer.add_frame({"ee_pos": np.zeros(3), "cube_pos": np.ones(3)}, np.zeros(4), 0.0, False, False, True)
+    writer.save_episode("pick up the cube")
+    info = dataset_info(tmp_path / "t")
+    assert info["fps"] == 50 and info["robot_type"] == cfg.scene.robot.name
+    assert info["intervention_frames"] == 1 and info["successful_episodes"] == 0
+    assert read_dataset(tmp_path / "t").units[ACTION] == list(cfg.action.units)
+
+
+def test_cli(
+    recorded: tuple[Path, list[list[dict]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _ = recorded
+    run_dataset(DatasetCmd(DatasetInfoCmd(root)))
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["episodes"] == 3 and summary["successful_episodes"] == 3
+    run_dataset(DatasetCmd(DatasetValidateCmd(root)))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["valid"] is True
+    run_dataset(DatasetCmd(DatasetMergeCmd((root, root), tmp_path / "twice")))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["episodes"] == 6
+    (tmp_path / "twice/meta/info.json").write_text("{")
+    with pytest.raises(DatasetError, match="1 problem"):
+        run_dataset(DatasetCmd(DatasetValidateCmd(tmp_path / "twice")))

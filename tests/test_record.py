@@ -1,0 +1,163 @@
+"""``robolearn record``: episodes driven from a device, read back from the dataset they were written to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+
+from robolearn.dataset import (
+    ACTION,
+    DONE,
+    INTERVENTION,
+    OBS,
+    SUCCESS,
+    TERMINATED,
+    read_dataset,
+    validate_dataset,
+)
+from robolearn.record import Progress, RecordCmd, RecordError, record, run_record
+from robolearn.tasks import make_task_cfg
+from robolearn.teleop import DeviceError
+
+
+def _cmd(out: Path, **overrides: Any) -> RecordCmd:
+    base: dict[str, Any] = {
+        "task": "panda_pick_cube",
+        "device": "scripted",
+        "episodes": 3,
+        "out": out,
+        "display": "none",
+    }
+    return RecordCmd(**(base | overrides))
+
+
+def test_scripted_recording_reads_back_with_its_intervention_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demos"
+    run_record(_cmd(out, max_steps=40, intervene_steps=(10, 20), intervene_every=2))
+    assert '"episodes_saved": 3' in capsys.readouterr().out.splitlines()[-1]
+    assert validate_dataset(out) == []
+    ds = read_dataset(out)
+    assert [e.length for e in ds.episodes] == [40, 40, 40]  # cut off at --max-steps
+    for ep in range(3):
+        frames = ds.episode_frames(ep)
+        flags = frames[INTERVENTION].astype(bool)
+        np.testing.assert_array_equal(np.flatnonzero(flags), np.arange(10, 20) if ep % 2 == 0 else [])
+        assert not frames[TERMINATED].any()
+        np.testing.assert_array_equal(np.flatnonzero(frames[DONE]), [39])
+
+
+def test_scripted_demonstrations_are_the_experts_actions_until_success(tmp_path: Path) -> None:
+    out = tmp_path / "demos"
+    summary = record(_cmd(out, episodes=2))
+    assert summary["episodes_saved"] == 2 and summary["successes"] == 2
+    ds = read_dataset(out)
+    cfg = make_task_cfg("panda_pick_cube")
+    assert cfg.expert is not None
+    expert = cfg.expert(cfg)
+    lengths = [e.length for e in ds.episodes]
+    assert all(20 < n < cfg.episode_length for n in lengths) and sum(lengths) == summary["frames"]
+    for ep in range(2):
+        frames = ds.episode_frames(ep)
+        assert frames[SUCCESS][-1] and frames[TERMINATED][-1] and not frames[TERMINATED][:-1].any()
+        assert frames[INTERVENTION].all() == True  # noqa: E712 - the stand-in drove every step
+        n = len(frames[ACTION])
+        obs = {k: frames[OBS + k].reshape(n, -1).astype(np.float32) for k in cfg.observations}
+        np.testing.assert_allclose(frames[ACTION], expert(obs), atol=1e-6)
+
+
+def test_camera_frames_are_recorded_as_video(tmp_path: Path) -> None:
+    out = tmp_path / "demos"
+    record(
+        _cmd(out, episodes=1, max_steps=12, camera=True, image_size=(64, 48), display="png", png_every=0.0)
+    )
+    ds = read_dataset(out)
+    assert ds.camera_keys == ["observation.images.front"]
+    video = ds.video_frames(0, "observation.images.front")
+    assert video.shape == (12, 48, 64, 3) and video.std() > 1.0  # a rendered scene, not a blank
+    # Without a window, frames go to PNG beside the dataset: the latest one and each episode's last.
+    for name in ("latest.png", "episode-0000.png"):
+        frame = imageio.imread(tmp_path / "demos-preview" / name)
+        assert frame.shape == (48, 64, 3) and frame.std() > 1.0
+
+
+def test_replay_reproduces_a_recording(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    record(_cmd(first, episodes=2, intervene_steps=(5, 25)))
+    summary = record(_cmd(second, episodes=2, device="replay", replay_from=first))
+    assert summary["episodes_saved"] == 2
+    a, b = read_dataset(first), read_dataset(second)
+    assert [e.length for e in a.episodes] == [e.length for e in b.episodes]
+    for key in (ACTION, INTERVENTION, SUCCESS, "observation.state"):
+        np.testing.assert_allclose(a.frames()[key], b.frames()[key], atol=1e-5, err_msg=key)
+
+
+def test_recording_appends_to_a_matching_dataset_only(tmp_path: Path) -> None:
+    out = tmp_path / "demos"
+    record(_cmd(out, episodes=1, max_steps=5))
+    record(_cmd(out, episodes=2, max_steps=5))
+    ds = read_dataset(out)
+    assert len(ds.episodes) == 3
+    # Each episode's initial state comes from its index in the dataset: appended episodes are new.
+    starts = ds.frames()["observation.cube_pos"][::5]
+    assert len({tuple(np.round(s, 5)) for s in starts}) == 3
+    with pytest.raises(RecordError, match="choose another --out"):
+        record(_cmd(out, episodes=1, max_steps=5, camera=True, image_size=(64, 48)))
+
+
+def test_bad_options_and_missing_devices_leave_no_dataset(tmp_path: Path) -> None:
+    out = tmp_path / "demos"
+    with pytest.raises(RecordError, match="--episodes must be at least 1"):
+        record(_cmd(out, episodes=0))
+    with pytest.raises(RecordError, match="--device replay needs --replay-from"):
+        record(_cmd(out, device="replay"))
+    with pytest.raises(DeviceError, match=r"^spacemouse: "):
+        record(_cmd(out, device="spacemouse"))
+    assert not out.exists()
+
+
+def test_keyboard_recording_marks_rerecords_and_quits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    pg = pytest.importorskip("pygame")
+    # (attempt, step just taken) -> keys going down (+) or up (-) before the next step is read.
+    script = {
+        (0, 5): ["+w"],
+        (0, 15): ["-w"],
+        (0, 20): ["+y"],
+        (1, 3): ["+backspace"],
+        (2, 2): ["+space", "-space"],
+        (2, 8): ["+n"],
+        (3, 4): ["+escape"],
+    }
+    done: set[tuple[int, int]] = set()
+
+    def press(p: Progress) -> None:
+        at = (p.saved + p.rerecorded, p.step)
+        if at in script and at not in done:
+            done.add(at)
+            for key in script[at]:
+                kind = pg.KEYDOWN if key[0] == "+" else pg.KEYUP
+                pg.event.post(pg.event.Event(kind, key=pg.key.key_code(key[1:])))
+
+    out = tmp_path / "demos"
+    summary = record(_cmd(out, device="keyboard", episodes=5, display="window"), press)
+    assert summary["quit"] and summary["episodes_saved"] == 2 and summary["rerecorded"] == 1
+    assert summary["successes"] == 1
+    assert summary["wall_seconds"] >= 0.9 * (20 + 3 + 8 + 4) / 50  # paced at the control rate
+    ds = read_dataset(out)
+    assert [e.length for e in ds.episodes] == [20, 8]  # the mark lands on the frame last seen
+    first, second = ds.episode_frames(0), ds.episode_frames(1)
+    np.testing.assert_array_equal(np.flatnonzero(first[INTERVENTION]), np.arange(5, 15))
+    np.testing.assert_allclose(first[ACTION][5:15, 0], 0.01)  # w: +x at half the 2 cm bound
+    np.testing.assert_allclose(first[ACTION][15:, :3], 0.0)  # released: hold still
+    assert first[SUCCESS][-1] and first[TERMINATED][-1]
+    np.testing.assert_array_equal(np.flatnonzero(second[INTERVENTION]), [2])  # the gripper toggle
+    np.testing.assert_allclose(second[ACTION][:, 3], [0.08, 0.08] + [0.0] * 6)  # closed, latched
+    assert not second[SUCCESS].any() and not second[TERMINATED].any() and second[DONE][-1]

@@ -1,0 +1,153 @@
+"""The learned success classifier: trained on recorded panda_pick_cube episodes, judged on held-out ones."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from robolearn.dataset import SUCCESS, DatasetWriter, read_dataset
+from robolearn.env import TaskEnv
+from robolearn.replay import CorruptFileError
+from robolearn.reward_classifier import (
+    RewardTrainCmd,
+    load_reward_classifier,
+    run_reward_train,
+    train_reward_classifier,
+)
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.core import TaskCfg
+
+TASK = "pick up the cube"
+
+
+def _task() -> TaskCfg:
+    # Successful episodes go on holding the cube up, so success frames are many, not one per
+    # episode (LeRobot's HIL-SERL recorder keeps stepping after success for the same reason).
+    return dataclasses.replace(make_task_cfg("panda_pick_cube"), end_on_success=False)
+
+
+def _record(
+    writer: DatasetWriter, env: TaskEnv, policy: Callable[[Any], Any], episodes: int, seed: int, render: bool
+) -> None:
+    """Roll out ``policy`` in every world and save each finished episode."""
+    obs, _ = env.reset(seed=seed)
+    pending: list[list[tuple[Any, ...]]] = [[] for _ in range(env.num_envs)]
+    image = env.render() if render else None
+    saved = 0
+    while saved < episodes:
+        action = policy(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        for i in range(env.num_envs):
+            step = (
+                {k: v[i] for k, v in obs.items()},
+                action[i],
+                reward[i],
+                info["success"][i],
+                terminated[i],
+            )
+            pending[i].append((*step, image))
+        image = env.render() if render else None
+        for i in np.flatnonzero(terminated | truncated).tolist():
+            if saved < episodes:
+                for o, a, r, s, t, im in pending[i]:
+                    writer.add_frame(o, a, r, s, t, False, im)
+                writer.save_episode(TASK)
+                saved += 1
+            pending[i] = []
+        obs = next_obs
+
+
+def _make_dataset(root: Path, per_kind: int, num_envs: int, image_size: tuple[int, int] | None) -> Path:
+    """Expert episodes (they succeed) and uniformly random ones (they fail) of panda_pick_cube."""
+    cfg = _task()
+    backend = "mujoco_batch" if num_envs > 1 else "mujoco"
+    env = TaskEnv(cfg, backend, num_envs, seed=0, render_size=image_size or (320, 240))
+    shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
+    image_shape = (image_size[1], image_size[0], 3) if image_size else None
+    writer = DatasetWriter.for_task(root, cfg, shapes, repo_id="test/pick", image_shape=image_shape)
+    assert cfg.expert is not None
+    _record(writer, env, cfg.expert(cfg), per_kind, 0, image_size is not None)
+    rng = np.random.default_rng(1)
+    low, high = env.single_action_space.low, env.single_action_space.high
+    _record(
+        writer,
+        env,
+        lambda _: rng.uniform(low, high, (num_envs, len(low))),
+        per_kind,
+        1,
+        image_size is not None,
+    )
+    writer.close()
+    env.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def pick_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.set_num_threads(1)
+    return _make_dataset(tmp_path_factory.mktemp("reward") / "pick", 16, 8, None)
+
+
+def test_held_out_precision_and_recall(pick_dataset: Path, tmp_path: Path) -> None:
+    frames = read_dataset(pick_dataset).frames()
+    episodes_with_success = np.unique(frames["episode_index"][frames[SUCCESS]])
+    assert len(episodes_with_success) >= 12  # the expert succeeds; random actions never do
+    assert episodes_with_success.max() < 16
+
+    summary = train_reward_classifier(RewardTrainCmd(pick_dataset, out=tmp_path / "clf", epochs=40))
+    held = summary["held_out"]
+    assert summary["held_out_episodes"] == 8 and held["positives"] > 50
+    assert held["precision"] >= 0.9 and held["recall"] >= 0.9, held
+
+    clf = load_reward_classifier(tmp_path / "clf")
+    assert clf.threshold == 0.5 and not clf.needs_images
+    obs = {k.removeprefix("observation."): v for k, v in frames.items() if k.startswith("observation.")}
+    p = clf.probability(obs)
+    assert p.shape == (len(frames["index"]),) and 0.0 <= p.min() and p.max() <= 1.0
+    np.testing.assert_array_equal(clf.reward(obs), (p > 0.5).astype(float))
+    assert (clf.reward(obs) == frames[SUCCESS]).mean() > 0.97
+    strict = load_reward_classifier(tmp_path / "clf", threshold=0.999)
+    assert strict.reward(obs).sum() <= clf.reward(obs).sum()
+    with pytest.raises(ValueError, match=r"observation 'observation\.cube_pos' missing"):
+        clf.reward({k: v for k, v in obs.items() if k != "cube_pos"})
+
+
+def test_camera_images_through_a_cnn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch.set_num_threads(1)
+    root = _make_dataset(tmp_path / "cam", 2, 1, (32, 24))
+    out = tmp_path / "clf"
+    run_reward_train(RewardTrainCmd(root, out=out, epochs=2, state=False))
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["camera"] == "observation.images.front" and summary["inputs"] == []
+    assert summary["held_out_episodes"] == 2
+
+    clf = load_reward_classifier(out)
+    assert clf.needs_images
+    ds = read_dataset(root)
+    images = ds.video_frames(0, "observation.images.front")
+    p = clf.probability({"observation.images.front": images})
+    assert p.shape == (100,) and np.isfinite(p).all()
+    np.testing.assert_allclose(load_reward_classifier(out).probability({"front": images}), p)
+    with pytest.raises(ValueError, match="missing"):
+        clf.reward({"cube_pos": np.zeros((100, 3))})
+
+
+def test_refuses_damaged_files(pick_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "clf"
+    train_reward_classifier(RewardTrainCmd(pick_dataset, out=out, epochs=1))
+    weights = out / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(CorruptFileError, match=r"model\.safetensors"):
+        load_reward_classifier(out)
+    (out / "classifier.json").write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(CorruptFileError, match="not a robolearn reward classifier"):
+        load_reward_classifier(out)
+    with pytest.raises(ValueError, match="no observation terms"):
+        train_reward_classifier(RewardTrainCmd(pick_dataset, out=out, features=("joint_pos",)))

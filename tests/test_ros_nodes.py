@@ -1,0 +1,334 @@
+"""ROS 2 deployment: message encodings, the remote observation, and the two nodes over real rclpy.
+
+The nodes run as child processes on a domain ID drawn for this test session, discovery limited to
+this machine (Fast DDS over loopback); the test watches them through a node of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or source a ROS 2 installation")
+
+from robolearn.env import TaskEnv
+from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, latched_qos, msg
+from robolearn.hardware.ros.harness import (
+    local_node,
+    node_env,
+    private_domain,
+    start_node,
+    stop_node,
+)
+from robolearn.hardware.ros.messages import (
+    COMMAND_TYPES,
+    MessageError,
+    TaskStateLayout,
+    TwistRates,
+    make_codec,
+)
+from robolearn.hardware.ros.sim_robot_node import RobotReport, measurement_noise
+from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
+from robolearn.tasks import make_task_cfg
+
+pytestmark = pytest.mark.ros
+
+DEPLOYED_TASKS = (
+    "panda_reach",
+    "panda_pick_cube",
+    "quadrotor_hover",
+    "quadrotor_waypoints",
+    "car_checkpoints",
+)
+
+
+@pytest.fixture(scope="module")
+def domain() -> int:
+    """A ROS domain of this test session's own, so that runs on one machine never hear each other."""
+    return private_domain()
+
+
+# -- encodings -----------------------------------------------------------------------------------
+ENCODINGS = [
+    (t, c.name)
+    for t in ("panda_pick_cube", "quadrotor_hover", "car_checkpoints")
+    for c in COMMAND_TYPES[make_task_cfg(t).embodiment]
+]
+
+
+@pytest.mark.parametrize(("task", "command_type"), ENCODINGS)
+def test_commands_decode_to_the_action_they_encode(task: str, command_type: str) -> None:
+    cfg = make_task_cfg(task)
+    codec = make_codec(cfg, command_type)
+    rng = np.random.default_rng(0)
+    low, high = np.asarray(cfg.action.low), np.asarray(cfg.action.high)
+    if command_type == "cmd_vel_legacy":
+        high = high.copy()
+        high[0] *= 0.8  # Crazyswarm2 clips the 16-bit thrust at 60,000: 0.84 of the maximum thrust
+    for _ in range(20):
+        action = rng.uniform(low, high)
+        decoded = np.asarray(cfg.action.neutral, dtype=np.float64).copy()
+        for role, m in codec.encode(action, time.time()).items():
+            assert isinstance(m, codec.roles()[role])
+            codec.decode(role, m, decoded)
+        # cmd_vel_legacy rounds the thrust to a 16-bit command: 2 T / 65535 at most, 2e-5 N.
+        np.testing.assert_allclose(
+            decoded, action, rtol=0, atol=2e-5 if command_type == "cmd_vel_legacy" else 1e-12
+        )
+
+
+def test_cmd_vel_legacy_follows_crazyswarm2_and_the_firmware_rate_mode() -> None:
+    cfg = make_task_cfg("quadrotor_hover")
+    codec = make_codec(cfg, "cmd_vel_legacy")
+    thrust_max = cfg.action.high[0]
+    m = codec.encode(np.array([thrust_max / 4, 1.0, -0.5, 0.25]), 0.0)["command"]
+    assert m.linear.z == round(65535 * math.sqrt(0.25)) == 32768  # thrust command: sqrt of the fraction
+    assert m.linear.y == pytest.approx(math.degrees(1.0))  # roll rate, deg/s
+    assert m.linear.x == pytest.approx(
+        math.degrees(-0.5)
+    )  # pitch rate: Crazyswarm2 negates it, as the firmware
+    assert m.angular.z == pytest.approx(-math.degrees(0.25))  # legacy yaw rate input is inverted
+    full = codec.encode(np.array([thrust_max, 0.0, 0.0, 0.0]), 0.0)["command"]
+    assert full.linear.z == 60000  # Crazyswarm2's limit
+
+
+def test_command_types_outside_an_embodiment_are_refused() -> None:
+    with pytest.raises(RosParameterError, match="joint_trajectory needs a joint-space policy"):
+        make_codec(make_task_cfg("panda_reach"), "joint_trajectory")
+    with pytest.raises(RosParameterError, match="choose one of cmd_vel_legacy, twist_rates"):
+        make_codec(make_task_cfg("quadrotor_hover"), "twist_stamped")
+    with pytest.raises(RosParameterError, match="carries actions"):
+        TwistRates(make_task_cfg("car_checkpoints"))
+    with pytest.raises(RosParameterError, match="ROS 2 deployment supports"):
+        make_codec(make_task_cfg("ant"))
+
+
+def test_a_malformed_message_is_refused_by_name() -> None:
+    reach, car = make_task_cfg("panda_reach"), make_task_cfg("car_checkpoints")
+    view = RemoteStateView(reach, tracked_frames(reach), tracked_joints(reach))
+    other = TaskStateLayout(car).to_msg({k: np.zeros(s) for k, s in car.state.items()}, 0, 1.0)
+    with pytest.raises(MessageError, match="task_state has segments"):
+        view.read("task_state", other)
+    codec = make_codec(reach, "forward_command")
+    bad = codec.encode(np.array([0.0, 0.0, np.nan, 0.04]), 0.0)["command"]
+    with pytest.raises(MessageError, match="non-finite"):
+        codec.decode("command", bad, np.zeros(4))
+
+
+def test_sensor_noise_goes_to_the_measured_quantities_at_the_tasks_levels() -> None:
+    assert measurement_noise(make_task_cfg("panda_reach")) == {
+        ("frame", "ee", "pos"): 0.001,
+        ("frame", "ee", "linvel"): 0.005,
+    }
+    drone = measurement_noise(make_task_cfg("quadrotor_hover"))
+    assert drone[("frame", "crazyflie", "quat")] == 0.01  # the attitude term's level, in radians
+    car = measurement_noise(make_task_cfg("car_checkpoints"))
+    assert ("frame", "racecar", "quat") not in car  # no term in units of an angle reads the heading
+    assert car[("joint", "left_steering_hinge_joint", "pos")] == 0.01
+
+
+# -- the remote observation ----------------------------------------------------------------------
+@pytest.mark.parametrize("task", DEPLOYED_TASKS)
+def test_the_policy_side_rebuilds_the_simulators_observation_from_messages(task: str) -> None:
+    cfg = make_task_cfg(task)
+    env = TaskEnv(cfg, "mujoco", 1, seed=3)
+    obs, _ = env.reset(seed=3)
+    report = RobotReport(cfg)
+    view = RemoteStateView(cfg, tracked_frames(cfg), tracked_joints(cfg))
+    assert cfg.expert is not None
+    expert = cfg.expert(cfg)
+    for step in range(12):
+        for source, m in report.messages(env, 100.0 + step).items():
+            assert view.read(source, m) == 100.0 + step
+        remote = view.observe()
+        for key, value in obs.items():
+            np.testing.assert_allclose(remote[key], value[0], atol=2e-6, err_msg=f"{key} at step {step}")
+        action = expert(obs)
+        obs, *_ = env.step(action)
+        view.record_action(env.action[0])
+    state = view.robot_state(0.0)
+    assert state.stamp == 0.0
+    env.close()
+
+
+# -- the nodes ---------------------------------------------------------------------------------
+def _run_pair(
+    tmp_path: Path, domain: int, task: str, sim: dict[str, Any], policy: dict[str, Any], timeout: float
+) -> dict[str, Any]:
+    """Run sim_robot_node until it has finished its episodes, with policy_node; the sim's summary."""
+    summary = tmp_path / f"{task}.json"
+    with open(tmp_path / f"{task}-policy.log", "w") as plog, open(tmp_path / f"{task}-sim.log", "w") as slog:
+        pol = start_node("policy_node", {"policy": f"scripted:{task}", **policy}, domain, log=plog)
+        robot = start_node(
+            "sim_robot_node", {"task": task, "summary_path": str(summary), **sim}, domain, log=slog
+        )
+        try:
+            code = robot.wait(timeout)
+        finally:
+            stop_node(robot)
+            assert stop_node(pol) == 0, (tmp_path / f"{task}-policy.log").read_text()
+    assert code == 0, (tmp_path / f"{task}-sim.log").read_text()
+    return json.loads(summary.read_text())
+
+
+def test_a_scripted_arm_succeeds_over_ros_and_the_run_is_a_readable_bag(tmp_path: Path, domain: int) -> None:
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    bag = tmp_path / "bag"
+    summary = _run_pair(
+        tmp_path, domain, "panda_reach", {"episodes": 10, "bag": str(bag), "seed": 1}, {}, timeout=90
+    )
+    assert summary["episodes"] == 10
+    assert summary["success_rate"] >= 0.9, summary
+    assert summary["counts"]["rejected_commands"] == 0
+
+    info = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert info["storage_identifier"] == "mcap" and (bag / info["relative_file_paths"][0]).is_file()
+    store = get_typestore(Stores.ROS2_KILTED)
+    with Reader(bag) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        assert set(counts) == {"/frames/ee", "/joint_states", "/task_state", "/command", "/episode"}
+        assert counts["/episode"] == 10
+        assert counts["/command"] == summary["counts"]["commands"]
+        assert counts["/frames/ee"] >= summary["counts"]["steps"]
+        seen = set()
+        for conn, _, raw in reader.messages():
+            if conn.topic in seen:
+                continue
+            seen.add(conn.topic)
+            m = store.deserialize_cdr(raw, conn.msgtype)
+            if conn.topic == "/frames/ee":
+                assert m.child_frame_id == "ee" and m.header.frame_id == "world"
+            elif conn.topic == "/command":
+                assert len(m.data) == 4
+            elif conn.topic == "/episode":
+                assert set(json.loads(m.data)) == {"episode", "success", "return", "length"}
+        assert seen == set(counts)
+
+
+@pytest.mark.parametrize(
+    ("task", "command_type"), [("quadrotor_hover", "cmd_vel_legacy"), ("car_checkpoints", "")]
+)
+def test_scripted_drone_and_car_succeed_over_ros(
+    tmp_path: Path, domain: int, task: str, command_type: str
+) -> None:
+    # Step on every command (lockstep with a policy acting on every sample): episodes of 5 and
+    # 10 s of simulated time take a fraction of that.
+    summary = _run_pair(
+        tmp_path,
+        domain,
+        task,
+        {"episodes": 3, "realtime": False, "command_type": command_type},
+        {"trigger": "observation", "rate_hz": 100.0, "command_type": command_type},
+        timeout=120,
+    )
+    assert summary["episodes"] == 3
+    assert summary["success_rate"] >= 0.9, summary
+
+
+class CommandLog:
+    """Commands (arrival time, action values) and safety reports received by the test's node."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.commands: list[tuple[float, np.ndarray]] = []
+        self.reports: list[dict[str, Any]] = []
+
+    def on_command(self, m: Any) -> None:
+        with self.lock:
+            self.commands.append((time.time(), np.frombuffer(m.data).copy()))
+
+    def on_report(self, m: Any) -> None:
+        with self.lock:
+            self.reports.append(json.loads(m.data))
+
+    def since(self, t: float) -> list[np.ndarray]:
+        with self.lock:
+            return [a for when, a in self.commands if when >= t]
+
+    def wait_for(self, count: int, timeout: float) -> None:
+        deadline = time.time() + timeout
+        while len(self.commands) < count and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(self.commands) >= count, f"only {len(self.commands)} commands in {timeout} s"
+
+
+def test_estop_and_stale_observations_make_the_arm_hold(tmp_path: Path, domain: int) -> None:
+    """E-stop latches a hold until reset; killing the robot's publisher makes the watchdog hold it
+    within its timeout (0.1 s in the Panda's safety config) and a control period."""
+    period, timeout = 0.02, 0.1
+    with (
+        open(tmp_path / "policy.log", "w") as plog,
+        open(tmp_path / "sim.log", "w") as slog,
+        local_node("observer", domain) as node,
+    ):
+        log = CommandLog()
+        node.create_subscription(
+            msg("std_msgs", "Float64MultiArray"), "command", log.on_command, command_qos()
+        )
+        node.create_subscription(msg("std_msgs", "String"), "safety", log.on_report, 10)
+        estop = node.create_publisher(msg("std_msgs", "Bool"), "estop", latched_qos())
+        reset = node.create_publisher(msg("std_msgs", "Empty"), "estop_reset", command_qos())
+        pol = start_node("policy_node", {"policy": "scripted:panda_reach"}, domain, log=plog)
+        robot = start_node("sim_robot_node", {"task": "panda_reach", "seed": 2}, domain, log=slog)
+        try:
+            log.wait_for(25, timeout=60)
+            assert any(np.abs(a[:3]).max() > 1e-3 for a in log.since(0)), "the arm never moved"
+
+            t_stop = time.time()
+            estop.publish(msg("std_msgs", "Bool")(data=True))
+            time.sleep(0.5)
+            held = log.since(t_stop + 0.1)
+            assert len(held) >= 10 and all(np.all(a[:3] == 0.0) for a in held)
+
+            t_reset = time.time()
+            reset.publish(msg("std_msgs", "Empty")())
+            time.sleep(1.0)
+            assert any(np.abs(a[:3]).max() > 1e-3 for a in log.since(t_reset)), "no motion after the reset"
+
+            robot.kill()  # the robot's publishers die with it
+            robot.wait()
+            t_kill = time.time()
+            time.sleep(0.6)
+            late = log.since(t_kill + timeout + period + 0.03)
+            assert len(late) >= 10, "the policy node stopped commanding: it must keep sending the hold"
+            assert all(np.all(a[:3] == 0.0) for a in late), "stale observations did not stop the arm in time"
+            time.sleep(0.6)  # the next safety report
+            with log.lock:
+                last = log.reports[-1]
+            assert last["stopped"] and last["counts"]["estop"] > 0 and last["counts"]["watchdog"] > 0
+        finally:
+            stop_node(robot)
+            assert stop_node(pol) == 0, (tmp_path / "policy.log").read_text()
+
+
+def test_a_bad_parameter_ends_in_one_line(domain: int) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "robolearn.hardware.ros.sim_robot_node",
+            "--ros-args",
+            "-p",
+            "backend:=bullet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=node_env(domain),
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "sim_robot_node: error: backend 'bullet' is not one of mujoco, pybullet"
+    )
