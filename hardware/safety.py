@@ -34,7 +34,7 @@ import time
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,6 +45,7 @@ from robolearn.hardware.robots import ArmState, CarState, DroneController, Drone
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.transforms import quat_to_mat
 from robolearn.tasks.core import TaskCfg
+from robolearn.tasks.robots.crazyflie import GRAVITY
 
 log = logging.getLogger(__name__)
 
@@ -170,10 +171,7 @@ class SafetyCfg:
             raise SafetyConfigError(
                 f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"
             ) from None
-        cfg = _build(cls, data, "", str(path))
-        cfg = cls(
-            **{f.name: getattr(cfg, f.name) for f in fields(cls) if f.name != "source"}, source=str(path)
-        )
+        cfg = replace(_build(cls, data, "", str(path)), source=str(path))
         cfg.validate()
         return cfg
 
@@ -408,11 +406,15 @@ class SafetyLayer:
 class _Rules:
     """What differs between embodiments: the geofence, the safe stop and the velocity limits."""
 
-    def __init__(self, layer: SafetyLayer) -> None:
+    def __init__(self, layer: SafetyLayer, fence: tuple[FloatArray, FloatArray] | None = None) -> None:
         self.layer = layer
+        self.fence = fence
+        """Lower and upper corners of the geofence (m), if the robot has one."""
 
     def outside_geofence(self, state: Any) -> bool:
-        return False
+        return self.fence is not None and bool(
+            np.any((state.pos < self.fence[0]) | (state.pos > self.fence[1]))
+        )
 
     def safe_stop(self, state: Any, elapsed: float, stale: bool, last: FloatArray | None) -> FloatArray:
         """The safe command ``elapsed`` s into a stop; ``stale``: the state is too old to act on."""
@@ -512,14 +514,10 @@ class _DroneRules(_Rules):
     """Geofence box, hover-then-land safe stop, hover controller above the speed limit."""
 
     def __init__(self, layer: SafetyLayer, lim: DroneLimits) -> None:
-        super().__init__(layer)
+        super().__init__(layer, _box(lim))
         self.lim = lim
-        self.fence_low, self.fence_high = _box(lim)
-        self.hover_thrust = lim.mass * 9.81
+        self.hover_thrust = lim.mass * GRAVITY
         self.controller = DroneController(layer.task_cfg, mass=lim.mass)
-
-    def outside_geofence(self, state: DroneState) -> bool:
-        return bool(np.any((state.pos < self.fence_low) | (state.pos > self.fence_high)))
 
     def safe_stop(
         self, state: DroneState, elapsed: float, stale: bool, last: FloatArray | None
@@ -552,20 +550,17 @@ class _CarRules(_Rules):
     """Geofence box, brake as the safe stop, speed that can stop before the fence."""
 
     def __init__(self, layer: SafetyLayer, lim: CarLimits) -> None:
-        super().__init__(layer)
+        super().__init__(layer, _box(lim))
         self.lim = lim
-        self.fence_low, self.fence_high = _box(lim)
-
-    def outside_geofence(self, state: CarState) -> bool:
-        return bool(np.any((state.pos < self.fence_low) | (state.pos > self.fence_high)))
 
     def safe_stop(self, state: CarState, elapsed: float, stale: bool, last: FloatArray | None) -> FloatArray:
         return np.array([0.0, state.steering_angle if last is None else last[1]])
 
     def _room(self, state: CarState, heading: FloatArray) -> float:
         """Distance (m) from the car along ``heading`` to the geofence."""
+        low, high = _box(self.lim)
         with np.errstate(divide="ignore"):
-            to_face = np.where(heading > 0, self.fence_high - state.pos, self.fence_low - state.pos) / heading
+            to_face = np.where(heading > 0, high - state.pos, low - state.pos) / heading
         return float(np.min(np.where(heading != 0, to_face, np.inf)))
 
     def limit(self, act: FloatArray, state: CarState, window: tuple[FloatArray, FloatArray]) -> FloatArray:

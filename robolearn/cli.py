@@ -27,6 +27,7 @@ from robolearn.distill import DistillCmd
 from robolearn.launch import LaunchCmd
 from robolearn.record import RecordCmd
 from robolearn.replay import CorruptFileError
+from robolearn.reward_classifier import RewardEvalCmd, RewardTrainCmd
 from robolearn.sim.backend import BackendName, SimError
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg, task_names
 from robolearn.tasks.core import TaskError
@@ -82,6 +83,16 @@ class BenchCmd:
     ]
 
 
+@dataclass(frozen=True)
+class RewardCmd:
+    """Learned rewards for tasks where no simulator computes one."""
+
+    what: tyro.conf.OmitSubcommandPrefixes[
+        Annotated[RewardTrainCmd, tyro.conf.subcommand("train")]
+        | Annotated[RewardEvalCmd, tyro.conf.subcommand("eval")]
+    ]
+
+
 Command = (
     Annotated[TrainCfg, tyro.conf.subcommand("train")]
     | Annotated[TasksCmd, tyro.conf.subcommand("tasks")]
@@ -91,6 +102,7 @@ Command = (
     | Annotated[DatasetCmd, tyro.conf.subcommand("dataset")]
     | Annotated[LaunchCmd, tyro.conf.subcommand("launch")]
     | Annotated[RecordCmd, tyro.conf.subcommand("record")]
+    | Annotated[RewardCmd, tyro.conf.subcommand("reward")]
 )
 
 
@@ -333,6 +345,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             from robolearn.record import run_record
 
             run_record(cmd)
+        elif isinstance(cmd, RewardCmd):
+            from robolearn.reward_classifier import run_reward_eval, run_reward_train
+
+            if isinstance(cmd.what, RewardTrainCmd):
+                run_reward_train(cmd.what)
+            else:
+                run_reward_eval(cmd.what)
         elif isinstance(cmd, LaunchCmd):
             from robolearn.launch import run_launch
 

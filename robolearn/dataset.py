@@ -42,8 +42,8 @@ from typing import Annotated, Any
 import imageio_ffmpeg
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.parquet as pq
 import tyro
 
 from robolearn.normalization import ActionScaler

@@ -183,13 +183,14 @@ def load_reward_classifier(path: Path, threshold: float | None = None) -> Reward
     return RewardClassifier(net, config, threshold)
 
 
-def _precision_recall(predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_]) -> dict[str, float]:
-    tp = int((predicted & label).sum())
+def _precision_recall(predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_]) -> dict[str, Any]:
+    """Frame-level precision and recall (None where undefined: nothing predicted, no successes)."""
+    tp, predicted_n, positives = int((predicted & label).sum()), int(predicted.sum()), int(label.sum())
     return {
-        "precision": tp / max(int(predicted.sum()), 1),
-        "recall": tp / max(int(label.sum()), 1),
-        "accuracy": float((predicted == label).mean()) if len(label) else float("nan"),
-        "positives": int(label.sum()),
+        "precision": tp / predicted_n if predicted_n else None,
+        "recall": tp / positives if positives else None,
+        "accuracy": float((predicted == label).mean()) if len(label) else None,
+        "positives": positives,
         "frames": len(label),
     }
 
@@ -304,9 +305,58 @@ def run_reward_train(cmd: RewardTrainCmd) -> None:
     """``robolearn reward train DATASET``: train, report held-out precision and recall, save."""
     summary = train_reward_classifier(cmd)
     held = summary["held_out"]
+
+    def show(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
     print(
         f"reward classifier trained on {summary['train_episodes']} episodes: held-out precision "
-        f"{held['precision']:.3f}, recall {held['recall']:.3f} over {summary['held_out_episodes']} "
+        f"{show(held['precision'])}, recall {show(held['recall'])} over {summary['held_out_episodes']} "
         f"episodes ({held['frames']} frames, {held['positives']} successes); saved to {summary['out']}"
     )
     print(json.dumps(summary))
+
+
+@dataclass(frozen=True)
+class RewardEvalCmd:
+    """Measure a trained success classifier on another dataset (e.g. new recordings of the robot).
+
+    Prints frame-level precision and recall; the last line printed is one JSON object.
+    """
+
+    classifier: tyro.conf.Positional[Path]
+    """Classifier folder written by ``robolearn reward train``."""
+    dataset: tyro.conf.Positional[Path]
+    """Dataset folder (LeRobotDataset v3.0) with ``next.success`` labels."""
+    threshold: float | None = None
+    """Probability above which a frame counts as a success (None: the one saved with it)."""
+
+
+def run_reward_eval(cmd: RewardEvalCmd) -> None:
+    """``robolearn reward eval CLASSIFIER DATASET``."""
+    classifier = load_reward_classifier(cmd.classifier, cmd.threshold)
+    ds = read_dataset(cmd.dataset)
+    if SUCCESS not in ds.features:
+        raise DatasetError(f"{ds.root}: no {SUCCESS} feature to compare with")
+    frames: dict[str, Any] = dict(ds.frames())
+    if classifier.camera is not None:
+        if classifier.camera not in ds.camera_keys:
+            raise DatasetError(f"{ds.root}: no camera {classifier.camera}; it records {ds.camera_keys}")
+        frames[classifier.camera] = np.concatenate(
+            [ds.video_frames(e.index, classifier.camera) for e in ds.episodes]
+        )
+    n = len(frames["index"])
+    predicted = np.concatenate(
+        [classifier.reward({k: v[i : i + 1024] for k, v in frames.items()}) > 0.5 for i in range(0, n, 1024)]
+    )
+    result = _precision_recall(predicted, frames[SUCCESS].astype(bool)) | {
+        "classifier": str(cmd.classifier),
+        "dataset": str(ds.root),
+        "threshold": classifier.threshold,
+    }
+    show = {k: "n/a" if result[k] is None else f"{result[k]:.3f}" for k in ("precision", "recall")}
+    print(
+        f"{cmd.classifier} on {ds.root}: precision {show['precision']}, recall {show['recall']} over "
+        f"{result['frames']} frames ({result['positives']} successes)"
+    )
+    print(json.dumps(result))

@@ -81,8 +81,8 @@ class TrainCfg:
     reward: str = "task"
     """Reward source: ``task`` (the simulator's reward terms) or ``classifier:PATH`` (a success
     classifier from ``robolearn reward train``; its success also ends the episode)."""
-    reward_threshold: float = 0.5
-    """Success probability above which the classifier gives reward 1."""
+    reward_threshold: float | None = None
+    """Success probability above which the classifier gives reward 1 (None: the one it was saved with)."""
     random_steps: int = 1_000
     """Environment steps of uniform random actions before the policy acts."""
     learning_starts: int = 1_000
@@ -252,6 +252,10 @@ def train(
         demos = _demo_buffer(cfg, scaler, obs_shapes, int(seeds[3]))
         if demos is not None:
             obs_norm.update(layout.flatten(demos.obs)[: len(demos)])
+            if reward_fn is not None:  # one reward for all data: the classifier's, as SERL relabels
+                n = len(demos)
+                demos.reward[:n] = reward_fn({k: v[:n] for k, v in demos.next_obs.items()})
+                demos.terminated[:n] = np.maximum(demos.terminated[:n], demos.reward[:n] > 0.5)
 
     learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
     learner.env_steps = state.env_steps
@@ -398,6 +402,11 @@ def _reward_fn(cfg: TrainCfg) -> Callable[[Any], Any] | None:
     from robolearn.reward_classifier import load_reward_classifier
 
     classifier = load_reward_classifier(Path(path), threshold=cfg.reward_threshold)
+    if classifier.needs_images:
+        raise TaskError(
+            f"--reward {cfg.reward}: the classifier sees camera images, which training observations "
+            "lack; retrain it with --no-images"
+        )
     return classifier.reward
 
 

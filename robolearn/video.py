@@ -20,7 +20,7 @@ def write_mp4(path: Path, frames: Sequence[npt.NDArray[np.uint8]], fps: float) -
     h, w = (s - s % 2 for s in frames[0].shape[:2])
     writer: Any
     with imageio.get_writer(
-        path, fps=fps, codec="libx264", macro_block_size=1, ffmpeg_params=["-pix_fmt", "yuv420p"]
+        path, fps=fps, codec="libx264", macro_block_size=1, pixelformat="yuv420p"
     ) as writer:
         for frame in frames:
             writer.append_data(np.ascontiguousarray(frame[:h, :w]))

@@ -151,3 +151,46 @@ def test_refuses_damaged_files(pick_dataset: Path, tmp_path: Path) -> None:
         load_reward_classifier(out)
     with pytest.raises(ValueError, match="no observation terms"):
         train_reward_classifier(RewardTrainCmd(pick_dataset, out=out, features=("joint_pos",)))
+
+
+def test_classifier_is_the_training_reward(
+    pick_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``robolearn reward eval`` and ``robolearn train --reward classifier:PATH``."""
+    from robolearn.checkpoint import load_checkpoint
+    from robolearn.cli import main
+    from robolearn.sac import SACConfig
+    from robolearn.train import TrainCfg, train
+
+    clf = tmp_path / "clf"
+    train_reward_classifier(RewardTrainCmd(pick_dataset, out=clf, epochs=20))
+    main(["reward", "eval", str(clf), str(pick_dataset)])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["precision"] >= 0.9 and result["recall"] >= 0.9, result
+
+    summary = train(
+        TrainCfg(
+            task="panda_pick_cube",
+            num_envs=2,
+            steps=400,
+            out=tmp_path,
+            name="clf-reward",
+            scripted_demos=2,
+            random_steps=100,
+            learning_starts=100,
+            eval_every=10_000,
+            eval_episodes=2,
+            final_eval_episodes=2,
+            video=False,
+            reward=f"classifier:{clf}",
+            sac=SACConfig(hidden=(32, 32), batch_size=32),
+        )
+    )
+    online = load_checkpoint(Path(summary["run_dir"])).replay("online")
+    assert online is not None and len(online) == 400
+    # Rewards are the classifier's verdicts (0 or 1), not the task's shaped reward.
+    assert set(np.unique(online.reward[:400]).tolist()) <= {0.0, 1.0}
+    demos = load_checkpoint(Path(summary["run_dir"])).replay("demos")
+    assert demos is not None and set(np.unique(demos.reward[: len(demos)]).tolist()) == {0.0, 1.0}
+    with pytest.raises(ValueError, match="classifier:PATH"):
+        train(TrainCfg(task="panda_pick_cube", out=tmp_path, reward="learned"))

@@ -97,6 +97,10 @@ def _panda() -> dict:
     return yaml.safe_load((CONFIG_DIR / "panda.yaml").read_text())
 
 
+def _racecar() -> dict:
+    return yaml.safe_load((CONFIG_DIR / "racecar.yaml").read_text())
+
+
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
@@ -112,7 +116,7 @@ def _panda() -> dict:
         (lambda d: d["action"]["ee_dy"].update(max_rate=0), ["action.ee_dy.max_rate", "positive"]),
         (lambda d: d["arm"].update(max_ee_speed=-1.0), ["arm.max_ee_speed", "positive"]),
         (lambda d: d.pop("arm"), ["arm: is required", "embodiment is arm"]),
-        (lambda d: d.update(car=d["arm"]), ["car: is for embodiment car"]),
+        (lambda d: d.update(car=_racecar()["car"]), ["car: is for embodiment car", "embodiment is arm"]),
         (lambda d: d["arm"].update(workspace_high=[0.1, 0.3, 0.55]), ["arm", "lower corner"]),
         (lambda d: d.update(action=[1, 2]), ["action", "must be a mapping"]),
     ],

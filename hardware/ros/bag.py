@@ -1,17 +1,21 @@
 """Recording deployment runs as rosbag2 folders in MCAP, readable by ``ros2 bag`` and rosbags.
 
-A bag is a folder with ``metadata.yaml`` and one ``.mcap`` file. Messages are stored as the CDR
-bytes rclpy serializes (what rosbag2 itself stores), each topic's schema taken from rosbags'
-Kilted type store, so any ROS 2 tool decodes them without robolearn.
+A bag is a folder with ``metadata.yaml`` and one ``.mcap`` file. Messages are stored in CDR, each
+topic's schema taken from rosbags' Kilted type store, so any ROS 2 tool decodes them without
+robolearn. rosbags serializes them: rclpy's own bytes can carry alignment padding after a trailing
+empty sequence (a ``JointState`` without efforts), which strict readers such as rosbags refuse.
 """
 
 from __future__ import annotations
 
+import array
 import threading
 from pathlib import Path
 from typing import Any
 
-from robolearn.hardware.ros._rclpy import RosParameterError, rclpy
+import numpy as np
+
+from robolearn.hardware.ros._rclpy import RosParameterError
 
 TYPESTORE = "ros2_kilted"
 """rosbags type store that supplies message definitions and hashes."""
@@ -34,10 +38,6 @@ class BagRecorder:
 
         if path.exists():
             raise RosParameterError(f"bag {path} exists already; give a new folder")
-        rclpy()  # the serializer
-        from rclpy.serialization import serialize_message
-
-        self._serialize = serialize_message
         self._typestore = get_typestore(Stores(TYPESTORE))
         self._writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
         self._writer.open()
@@ -56,10 +56,24 @@ class BagRecorder:
 
     def write(self, topic: str, message: Any, t_ns: int) -> None:
         """Store one message of a declared topic, received or sent at ``t_ns`` (ns since the epoch)."""
-        data = self._serialize(message)
+        data = self._typestore.serialize_cdr(self._convert(message), msgtype_name(type(message)))
         with self._lock:
             self._writer.write(self._connections[topic], t_ns, data)
             self.count += 1
+
+    def _convert(self, message: Any) -> Any:
+        """An rclpy message as the type store's message of the same type."""
+        fields = {}
+        for name in message.get_fields_and_field_types():
+            value = getattr(message, name)
+            if hasattr(value, "get_fields_and_field_types"):
+                value = self._convert(value)
+            elif isinstance(value, list) and value and hasattr(value[0], "get_fields_and_field_types"):
+                value = [self._convert(v) for v in value]
+            elif isinstance(value, array.array | np.ndarray):
+                value = np.asarray(value)
+            fields[name] = value
+        return self._typestore.types[msgtype_name(type(message))](**fields)
 
     def close(self) -> None:
         """Finish the MCAP file and write ``metadata.yaml``."""

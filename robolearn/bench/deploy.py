@@ -1,0 +1,330 @@
+"""Deployment timing over ROS 2: how late a policy node's commands come, and how evenly.
+
+``policy_node`` runs as its own process with an exported MLP policy (256x256 by default); this
+process stands in for the robot. It publishes the task's state messages (those
+``sim_robot_node`` publishes, from a reset world, over Fast DDS on loopback, on a ROS domain of the
+run's own) and receives the commands.
+
+- ``latency``: the node acts on every complete sample (``trigger: observation``). Each sample is
+  stamped when published; its latency is the time until its command arrives here: transport both
+  ways, rebuilding the observation with the task's terms, the network, the safety layer and
+  encoding. The next sample goes out on the next 10 ms boundary after the command arrives, so every
+  command belongs to the last sample. ``policy_ms`` times the network alone in this process.
+- ``jitter``: the node acts on its own timer (``trigger: timer``) at 100 Hz for the arm and 50 Hz
+  for the drone and the car, while the robot publishes at the same rate; jitter is the deviation of
+  each interval between command arrivals from the period.
+
+Goals on this 2-core machine: latency p99 at most 2 ms, jitter p99 at most 1 ms. Figures from a
+shared machine are noisy: the load average at the start is in the summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robolearn.bench.report import format_table, machine_info, versions
+from robolearn.env import TaskEnv
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.core import TaskCfg
+
+log = logging.getLogger(__name__)
+
+GOALS = {"latency_p99_ms": 2.0, "jitter_p99_ms": 1.0}
+"""Upper bounds to reach on a 2-core machine."""
+JITTER_RUNS = (("panda_reach", 100.0), ("quadrotor_hover", 50.0), ("car_checkpoints", 50.0))
+"""Task (embodiment) and control rate of each jitter run."""
+LATENCY_TASK = "panda_reach"
+LATENCY_PERIOD = 0.01
+"""Seconds between samples of the latency run."""
+
+
+@dataclass(frozen=True)
+class DeployBenchCfg:
+    """Observation-to-command latency and control-period jitter of policy_node over ROS 2."""
+
+    policies: tuple[Path, ...] = ()
+    """Exported policy folders to run (one per task of the runs); tasks without one get an MLP made
+    here: a short DAgger distillation of the scripted expert, exported."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the MLPs made here."""
+    latency_samples: int = 1000
+    """Samples timed in the latency run (after 50 of warm-up)."""
+    jitter_seconds: float = 10.0
+    """Length of each jitter run (s)."""
+    work_dir: Path | None = None
+    """Where made policies and node logs go (default: a temporary folder)."""
+
+
+# -- policies ------------------------------------------------------------------------------------
+def make_mlp_policy(task: str, hidden: tuple[int, ...], folder: Path) -> Path:
+    """An exported MLP for ``task``: a few DAgger updates on the scripted expert (timing only needs
+    the network's size), exported to ``folder/<task>-policy``."""
+    from robolearn.distill import DistillCmd, distill
+    from robolearn.export import export_policy
+
+    cmd = DistillCmd(
+        task,
+        num_envs=2,
+        randomize=False,
+        iterations=1,
+        steps_per_iteration=64,
+        updates_per_iteration=20,
+        hidden=hidden,
+        eval_episodes=1,
+        final_eval_episodes=1,
+        out=folder,
+        name=f"{task}-distill",
+    )
+    summary = distill(cmd)
+    return export_policy(Path(summary["run_dir"]), folder / f"{task}-policy")
+
+
+def _policies(cfg: DeployBenchCfg, folder: Path, progress: Callable[[str], None]) -> dict[str, Path]:
+    from robolearn.export import read_meta
+
+    given = {read_meta(p).task: p for p in cfg.policies}
+    out = {}
+    for task in dict.fromkeys([LATENCY_TASK, *(t for t, _ in JITTER_RUNS)]):
+        if task not in given:
+            progress(f"making a {'x'.join(map(str, cfg.hidden))} MLP policy for {task}")
+        out[task] = given.get(task) or make_mlp_policy(task, cfg.hidden, folder)
+    return out
+
+
+# -- the robot's side ----------------------------------------------------------------------------
+class StandInRobot:
+    """Publishes one reset world's state messages with fresh stamps and records command arrivals."""
+
+    def __init__(self, node: Any, cfg: TaskCfg) -> None:
+        from robolearn.hardware.ros._rclpy import command_qos, sensor_qos
+        from robolearn.hardware.ros.messages import make_codec
+        from robolearn.hardware.ros.sim_robot_node import RobotReport
+
+        env = TaskEnv(cfg, "mujoco", 1, seed=0)
+        env.reset(seed=0)
+        report = RobotReport(cfg)
+        self.messages = report.messages(env, time.time())
+        env.close()
+        self.pubs = {t: node.create_publisher(cls, t, sensor_qos()) for t, cls in report.topics().items()}
+        self.arrivals: list[float] = []
+        self.arrived = threading.Event()
+        command = make_codec(cfg).roles()["command"]
+        self.sub = node.create_subscription(command, "command", self._on_command, command_qos())
+
+    def _on_command(self, m: Any) -> None:
+        self.arrivals.append(time.time())
+        self.arrived.set()
+
+    def publish(self) -> float:
+        """Publish the state stamped now; returns the stamp."""
+        from robolearn.hardware.ros.messages import set_stamp
+
+        t = time.time()
+        for topic, m in self.messages.items():
+            if topic == "task_state":
+                m.data[0] = t
+            else:
+                set_stamp(m.header.stamp, t)
+            self.pubs[topic].publish(m)
+        return t
+
+
+def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+@contextlib.contextmanager
+def _policy_node(policy: Path, params: dict[str, Any], domain: int, log_path: Path) -> Iterator[None]:
+    from robolearn.hardware.ros.harness import start_node, stop_node
+
+    with open(log_path, "w") as out:
+        proc = start_node("policy_node", {"policy": str(policy), **params}, domain, log=out)
+        try:
+            yield
+        finally:
+            stop_node(proc)
+
+
+def _wait_for_commands(robot: StandInRobot, period: float, timeout: float = 120.0) -> None:
+    """Publish until the node answers (it loads the policy and discovers this node first)."""
+    deadline = time.monotonic() + timeout
+    while not robot.arrivals:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"policy_node sent no command within {timeout:.0f} s")
+        robot.publish()
+        time.sleep(period)
+
+
+def _percentiles(values_ms: list[float]) -> dict[str, float]:
+    v = np.asarray(values_ms)
+    return {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+
+
+def measure_latency(
+    robot: StandInRobot, samples: int, warmup: int = 50, period: float = LATENCY_PERIOD
+) -> tuple[list[float], int]:
+    """Latencies (ms) of ``samples`` samples, and how many samples got no command within a period."""
+    latencies, missed = [], 0
+    next_tick = time.monotonic()
+    for i in range(warmup + samples):
+        robot.arrived.clear()
+        count = len(robot.arrivals)
+        stamp = robot.publish()
+        if robot.arrived.wait(period) and len(robot.arrivals) > count:
+            if i >= warmup:
+                latencies.append((robot.arrivals[count] - stamp) * 1e3)
+        elif i >= warmup:
+            missed += 1
+        next_tick = max(next_tick + period, time.monotonic())
+        _sleep_until(next_tick)
+    return latencies, missed
+
+
+def measure_jitter(robot: StandInRobot, rate_hz: float, seconds: float) -> list[float]:
+    """Deviations (ms) of command inter-arrival times from the period, the robot publishing at the rate."""
+    period = 1.0 / rate_hz
+    _wait_for_commands(robot, period)
+    time.sleep(1.0)  # settle
+    start = len(robot.arrivals)
+    next_tick = time.monotonic()
+    end = next_tick + seconds
+    while next_tick < end:
+        robot.publish()
+        next_tick += period
+        _sleep_until(next_tick)
+    arrivals = np.asarray(robot.arrivals[start:])
+    return (np.abs(np.diff(arrivals) - period) * 1e3).tolist()
+
+
+def policy_compute_ms(policy_dir: Path, task: str, calls: int = 1000) -> dict[str, float]:
+    """The exported network's time for one observation in this process (1 torch thread)."""
+    from robolearn.export import load_exported
+
+    torch.set_num_threads(1)
+    policy = load_exported(policy_dir)
+    env = TaskEnv(make_task_cfg(task), "mujoco", 1, seed=0)
+    obs, _ = env.reset(seed=0)
+    env.close()
+    one = {k: v[0] for k, v in obs.items()}
+    times = []
+    with torch.inference_mode():
+        for _ in range(calls):
+            t = time.perf_counter()
+            policy(one)
+            times.append((time.perf_counter() - t) * 1e3)
+    return _percentiles(times)
+
+
+# -- the run -------------------------------------------------------------------------------------
+def run_deploy_bench(
+    cfg: DeployBenchCfg, progress: Callable[[str], None] = log.info
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run both parts; the table rows and the summary (the JSON the command prints last)."""
+    from robolearn.hardware.ros.harness import local_node, private_domain
+
+    if cfg.latency_samples < 1 or cfg.jitter_seconds <= 0:
+        raise ValueError("--latency-samples must be at least 1 and --jitter-seconds positive")
+    info = machine_info()
+    with contextlib.ExitStack() as stack:
+        folder = cfg.work_dir or Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-deploy-"))
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        policies = _policies(cfg, folder, progress)
+        domain = private_domain()
+        rows: list[dict[str, Any]] = []
+        summary: dict[str, Any] = {}
+
+        progress(f"latency: {cfg.latency_samples} samples of {LATENCY_TASK}")
+        compute = policy_compute_ms(policies[LATENCY_TASK], LATENCY_TASK)
+        params = {"trigger": "observation", "rate_hz": 100.0}
+        with (
+            local_node("bench_robot", domain) as node,
+            _policy_node(policies[LATENCY_TASK], params, domain, folder / "latency-policy_node.log"),
+        ):
+            robot = StandInRobot(node, make_task_cfg(LATENCY_TASK))
+            _wait_for_commands(robot, LATENCY_PERIOD)
+            latencies, missed = measure_latency(robot, cfg.latency_samples)
+        if not latencies:
+            raise RuntimeError("no command answered a sample within 10 ms")
+        lat = _percentiles(latencies)
+        rows.append({"part": "latency", "task": LATENCY_TASK, "rate_hz": 1 / LATENCY_PERIOD, **lat,
+                     "samples": len(latencies), "note": f"{missed} samples unanswered within 10 ms"})  # fmt: skip
+        rows.append({"part": "policy alone", "task": LATENCY_TASK, **compute, "samples": 1000,
+                     "note": "the network in this process"})  # fmt: skip
+        summary |= {
+            "latency_p50_ms": lat["p50"],
+            "latency_p99_ms": lat["p99"],
+            "latency_max_ms": lat["max"],
+            "latency_samples": len(latencies),
+            "latency_unanswered": missed,
+            "policy_ms_p50": compute["p50"],
+            "policy_ms_p99": compute["p99"],
+        }
+
+        jitter_p99 = []
+        for task, rate in JITTER_RUNS:
+            progress(f"jitter: {task} at {rate:g} Hz for {cfg.jitter_seconds:g} s")
+            params = {"trigger": "timer", "rate_hz": rate}
+            with (
+                local_node("bench_robot", domain) as node,
+                _policy_node(policies[task], params, domain, folder / f"jitter-{task}-policy_node.log"),
+            ):
+                robot = StandInRobot(node, make_task_cfg(task))
+                deviations = measure_jitter(robot, rate, cfg.jitter_seconds)
+            jit = _percentiles(deviations)
+            embodiment = make_task_cfg(task).embodiment
+            rows.append({"part": "jitter", "task": task, "rate_hz": rate, **jit, "samples": len(deviations),
+                         "note": "|command interval - period|"})  # fmt: skip
+            summary[f"jitter_{embodiment}_{rate:g}hz_p50_ms"] = jit["p50"]
+            summary[f"jitter_{embodiment}_{rate:g}hz_p99_ms"] = jit["p99"]
+            jitter_p99.append(jit["p99"])
+        summary["jitter_p99_ms"] = max(jitter_p99)
+    summary |= {
+        "goals": GOALS,
+        "meets_goals": {k: summary[k] <= v for k, v in GOALS.items()},
+        "hidden": list(cfg.hidden),
+        "machine": info,
+        "versions": versions(["ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-fastdds", "torch", "numpy"]),
+    }
+    return rows, summary
+
+
+COLUMNS = (
+    ("part", "part"),
+    ("task", "task"),
+    ("rate_hz", "Hz"),
+    ("p50", "p50 ms"),
+    ("p99", "p99 ms"),
+    ("max", "max ms"),
+    ("samples", "samples"),
+    ("note", "note"),
+)
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key in ("p50", "p99", "max"):
+        return f"{value:.3f}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def format_deploy_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as aligned columns under a header."""
+    return format_table(rows, COLUMNS, _cell)
