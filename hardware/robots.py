@@ -408,6 +408,40 @@ class DroneController:
         return np.clip(action, self._low, self._high)
 
 
+def robot_state(env: Any, stamp: float) -> RobotState:
+    """The state of world 0 of ``env`` (a :class:`~robolearn.tasks.core.TaskEnvView`: a simulated
+    world, or a view of a real robot's messages) for its task's embodiment, stamped ``stamp`` (s)."""
+    embodiment = env.cfg.embodiment
+    if embodiment == "arm":
+        return ArmState(
+            joint_pos=env.sim.joint_pos(ARM_JOINTS)[0].copy(),
+            joint_vel=env.sim.joint_vel(ARM_JOINTS)[0].copy(),
+            ee_pos=terms.frame_pos(env, "ee")[0].copy(),
+            ee_quat=terms.frame_quat(env, "ee")[0].copy(),
+            ee_linvel=terms.frame_linvel(env, "ee")[0].copy(),
+            gripper_opening=float(terms.joint_pos_sum(env, FINGER_JOINTS)[0, 0]),
+            stamp=stamp,
+        )
+    if embodiment == "drone":
+        return DroneState(
+            pos=terms.frame_pos(env, DRONE_FRAME)[0].copy(),
+            quat=env.sim.frame_quat(DRONE_FRAME)[0].copy(),
+            linvel=terms.frame_linvel(env, DRONE_FRAME)[0].copy(),
+            body_rates=terms.frame_angvel_body(env, DRONE_FRAME)[0],
+            stamp=stamp,
+        )
+    if embodiment == "car":
+        return CarState(
+            pos=terms.frame_pos(env, CAR_FRAME)[0, :2].copy(),
+            yaw=float(yaw_of(env.sim.frame_quat(CAR_FRAME))[0]),
+            body_vel=body_velocity(env)[0],
+            yaw_rate=float(yaw_rate(env)[0, 0]),
+            steering_angle=float(steering_angle(env)[0, 0]),
+            stamp=stamp,
+        )
+    raise RobotError(f"no robot state for a {embodiment}; embodiments with one: arm, drone, car")
+
+
 # -- simulated robots ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StepOutcome:
@@ -538,7 +572,7 @@ class SimRobot(Generic[StateT, NativeT]):
 
     # -- per embodiment
     def _read_state(self, env: TaskEnv) -> StateT:
-        raise NotImplementedError
+        return robot_state(env, self.time)  # type: ignore[return-value]
 
     def _controller_action(self, cmd: Command, state: StateT) -> FloatArray:
         raise NotImplementedError
@@ -566,17 +600,6 @@ class SimArm(SimRobot[ArmState, EeDelta]):
     state_type = ArmState
     native_command = EeDelta
     command_types = (EeDelta, JointPositions, JointVelocities)
-
-    def _read_state(self, env: TaskEnv) -> ArmState:
-        return ArmState(
-            joint_pos=env.sim.joint_pos(ARM_JOINTS)[0].copy(),
-            joint_vel=env.sim.joint_vel(ARM_JOINTS)[0].copy(),
-            ee_pos=terms.frame_pos(env, "ee")[0].copy(),
-            ee_quat=terms.frame_quat(env, "ee")[0].copy(),
-            ee_linvel=terms.frame_linvel(env, "ee")[0].copy(),
-            gripper_opening=float(terms.joint_pos_sum(env, FINGER_JOINTS)[0, 0]),
-            stamp=self.time,
-        )
 
     def _controller_action(self, cmd: Command, state: ArmState) -> FloatArray:
         if isinstance(cmd, JointPositions):
@@ -624,15 +647,6 @@ class SimDrone(SimRobot[DroneState, RateSetpoint]):
         self._manoeuvre: Takeoff | Land | None = None
         self._reference = np.zeros(3)
         """Moving position target of the take-off or landing under way (m)."""
-
-    def _read_state(self, env: TaskEnv) -> DroneState:
-        return DroneState(
-            pos=terms.frame_pos(env, DRONE_FRAME)[0].copy(),
-            quat=env.sim.frame_quat(DRONE_FRAME)[0].copy(),
-            linvel=terms.frame_linvel(env, DRONE_FRAME)[0].copy(),
-            body_rates=terms.frame_angvel_body(env, DRONE_FRAME)[0],
-            stamp=self.time,
-        )
 
     def _after_reset(self, env: TaskEnv) -> None:
         self.armed = self.start == "task"
@@ -693,16 +707,6 @@ class SimCar(SimRobot[CarState, SpeedSteering]):
     state_type = CarState
     native_command = SpeedSteering
     command_types = (SpeedSteering,)
-
-    def _read_state(self, env: TaskEnv) -> CarState:
-        return CarState(
-            pos=terms.frame_pos(env, CAR_FRAME)[0, :2].copy(),
-            yaw=float(yaw_of(env.sim.frame_quat(CAR_FRAME))[0]),
-            body_vel=body_velocity(env)[0],
-            yaw_rate=float(yaw_rate(env)[0, 0]),
-            steering_angle=float(steering_angle(env)[0, 0]),
-            stamp=self.time,
-        )
 
 
 SIM_ROBOTS: dict[str, type[SimArm] | type[SimDrone] | type[SimCar]] = {

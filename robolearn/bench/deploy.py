@@ -62,6 +62,9 @@ class DeployBenchCfg:
     """Samples timed in the latency run (after 50 of warm-up)."""
     jitter_seconds: float = 10.0
     """Length of each jitter run (s)."""
+    priority: int = 50
+    """SCHED_FIFO priority of policy_node and of this process's robot stand-in, as a real-time
+    deployment runs them (0: the normal scheduler, where other jobs on the machine delay both)."""
     work_dir: Path | None = None
     """Where made policies and node logs go (default: a temporary folder)."""
 
@@ -234,10 +237,13 @@ def run_deploy_bench(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run both parts; the table rows and the summary (the JSON the command prints last)."""
     from robolearn.hardware.ros.harness import local_node, private_domain
+    from robolearn.hardware.ros.policy_node import set_realtime_priority
 
     if cfg.latency_samples < 1 or cfg.jitter_seconds <= 0:
         raise ValueError("--latency-samples must be at least 1 and --jitter-seconds positive")
     info = machine_info()
+    if cfg.priority:
+        set_realtime_priority(cfg.priority)  # before any thread starts, so that all inherit it
     with contextlib.ExitStack() as stack:
         folder = cfg.work_dir or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-deploy-"))
@@ -250,7 +256,7 @@ def run_deploy_bench(
 
         progress(f"latency: {cfg.latency_samples} samples of {LATENCY_TASK}")
         compute = policy_compute_ms(policies[LATENCY_TASK], LATENCY_TASK)
-        params = {"trigger": "observation", "rate_hz": 100.0}
+        params = {"trigger": "observation", "rate_hz": 100.0, "priority": cfg.priority}
         with (
             local_node("bench_robot", domain) as node,
             _policy_node(policies[LATENCY_TASK], params, domain, folder / "latency-policy_node.log"),
@@ -261,8 +267,9 @@ def run_deploy_bench(
         if not latencies:
             raise RuntimeError("no command answered a sample within 10 ms")
         lat = _percentiles(latencies)
+        note = f"{missed} samples unanswered within 10 ms"
         rows.append({"part": "latency", "task": LATENCY_TASK, "rate_hz": 1 / LATENCY_PERIOD, **lat,
-                     "samples": len(latencies), "note": f"{missed} samples unanswered within 10 ms"})  # fmt: skip
+                     "samples": len(latencies), "note": note})  # fmt: skip
         rows.append({"part": "policy alone", "task": LATENCY_TASK, **compute, "samples": 1000,
                      "note": "the network in this process"})  # fmt: skip
         summary |= {
@@ -278,7 +285,7 @@ def run_deploy_bench(
         jitter_p99 = []
         for task, rate in JITTER_RUNS:
             progress(f"jitter: {task} at {rate:g} Hz for {cfg.jitter_seconds:g} s")
-            params = {"trigger": "timer", "rate_hz": rate}
+            params = {"trigger": "timer", "rate_hz": rate, "priority": cfg.priority}
             with (
                 local_node("bench_robot", domain) as node,
                 _policy_node(policies[task], params, domain, folder / f"jitter-{task}-policy_node.log"),

@@ -1,0 +1,223 @@
+"""Sim-to-sim transfer over ROS 2: a policy trained on MuJoCo, deployed to a PyBullet robot.
+
+For each embodiment (``panda_reach``, ``quadrotor_hover``, ``car_checkpoints``), a policy trained
+on MuJoCo under domain randomization (given, or distilled here from the scripted expert with
+DAgger, :mod:`robolearn.distill`) is
+
+1. evaluated in MuJoCo (:class:`robolearn.env.TaskEnv`, nominal task): the success it was trained for;
+2. deployed as ROS 2 nodes: ``policy_node`` (exported policy, safety layer) against
+   ``sim_robot_node`` running the task on PyBullet in real time, with the robot's observations
+   20 ms late and noisy at the task's sensor noise levels. The robot side counts successes.
+
+The transfer ratio is (2) over (1); the goal is at least 0.9 for each embodiment. PyBullet differs
+from MuJoCo in contact, friction and actuator models (``docs/backends.md``), so the ratio measures
+robustness to a different engine plus a real link, not to a real robot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from robolearn.bench.report import format_table, machine_info, versions
+from robolearn.env import TaskEnv
+from robolearn.evaluation import evaluate
+from robolearn.tasks import make_task_cfg
+
+log = logging.getLogger(__name__)
+
+TASKS = {"arm": "panda_reach", "drone": "quadrotor_hover", "car": "car_checkpoints"}
+"""The task run for each embodiment."""
+GOAL = 0.9
+"""Transfer ratio to reach for every embodiment."""
+
+
+@dataclass(frozen=True)
+class TransferBenchCfg:
+    """MuJoCo-trained policies deployed over ROS 2 to PyBullet robots with latency and sensor noise."""
+
+    arm_policy: str | None = None
+    """panda_reach policy: a run folder (train or distill), an exported policy folder, or
+    ``scripted:panda_reach``; None distills one here (DAgger under domain randomization)."""
+    drone_policy: str | None = None
+    """quadrotor_hover policy, as ``arm_policy``."""
+    car_policy: str | None = None
+    """car_checkpoints policy, as ``arm_policy``."""
+    episodes: int = 20
+    """Episodes over ROS 2 on PyBullet, per embodiment (in real time: 5 to 10 s each for drone and car)."""
+    mujoco_episodes: int = 100
+    """Episodes of the MuJoCo evaluation, per embodiment."""
+    obs_latency_ms: float = 20.0
+    """Delay of the robot's observations (ms)."""
+    obs_noise: float = 1.0
+    """Sensor noise as a multiple of the task's observation noise levels."""
+    distill_iterations: int = 10
+    """DAgger rounds for a policy distilled here."""
+    priority: int = 0
+    """SCHED_FIFO priority of the policy node (0: the normal scheduler)."""
+    seed: int = 0
+    """Seed of the distillation, the evaluation and the robot's resets."""
+    work_dir: Path | None = None
+    """Where distilled and exported policies and node logs go (default: a temporary folder)."""
+
+
+def resolve_policy(spec: str | None, task: str, folder: Path, cfg: TransferBenchCfg) -> str:
+    """The ``policy`` parameter of policy_node for ``spec``: ``scripted:TASK`` as it is, an exported
+    folder as it is, a run folder exported into ``folder``, None distilled and exported there."""
+    from robolearn.export import META_FILE, export_policy
+
+    if spec is not None and spec.startswith("scripted:"):
+        return spec
+    if spec is not None and (Path(spec) / META_FILE).is_file():
+        return spec
+    if spec is None:
+        from robolearn.distill import DistillCmd, distill
+
+        cmd = DistillCmd(
+            task, iterations=cfg.distill_iterations, seed=cfg.seed, out=folder, name=f"{task}-distill"
+        )
+        spec = distill(cmd)["run_dir"]
+    return str(export_policy(Path(spec), folder / f"{task}-policy", force=True))
+
+
+def _load(policy: str) -> Any:
+    from robolearn.export import load_exported, scripted_policy
+
+    if policy.startswith("scripted:"):
+        return scripted_policy(policy.removeprefix("scripted:"))
+    return load_exported(Path(policy))
+
+
+def mujoco_success(policy: str, task: str, episodes: int, seed: int) -> float:
+    """Success rate of a policy on the nominal task in MuJoCo."""
+    deployed = _load(policy)
+    env = TaskEnv(make_task_cfg(task), "mujoco_batch", min(episodes, 8), seed=seed)
+    try:
+        return float(evaluate(env, deployed.act_batch, episodes, seed=seed).summary()["success_rate"])
+    finally:
+        env.close()
+
+
+def ros_pybullet_success(policy: str, task: str, cfg: TransferBenchCfg, folder: Path) -> dict[str, Any]:
+    """Deploy over ROS 2 to a PyBullet sim_robot_node; its summary (success counted by the robot)."""
+    import json
+
+    from robolearn.hardware.ros.harness import private_domain, start_node, stop_node
+
+    task_cfg = make_task_cfg(task)
+    summary_path = folder / f"{task}-pybullet-summary.json"
+    # Episodes in real time, plus start-up; a run that takes three times that has failed.
+    timeout = 120.0 + 3.0 * cfg.episodes * task_cfg.episode_length * task_cfg.control_dt
+    domain = private_domain()
+    with open(folder / f"{task}-policy_node.log", "w") as plog, open(folder / f"{task}-sim.log", "w") as slog:
+        pol = start_node("policy_node", {"policy": policy, "priority": cfg.priority}, domain, log=plog)
+        robot = start_node(
+            "sim_robot_node",
+            {
+                "task": task,
+                "backend": "pybullet",
+                "episodes": cfg.episodes,
+                "obs_latency_ms": cfg.obs_latency_ms,
+                "obs_noise": cfg.obs_noise,
+                "seed": cfg.seed,
+                "summary_path": str(summary_path),
+            },
+            domain,
+            log=slog,
+        )
+        try:
+            code = robot.wait(timeout)
+        finally:
+            stop_node(robot)
+            stop_node(pol)
+    if code != 0 or not summary_path.is_file():
+        raise RuntimeError(
+            f"sim_robot_node for {task} failed (exit {code}); see {folder / f'{task}-sim.log'}"
+        )
+    result: dict[str, Any] = json.loads(summary_path.read_text())
+    return result
+
+
+def run_transfer_bench(
+    cfg: TransferBenchCfg, progress: Callable[[str], None] = log.info
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run every embodiment; the table rows and the summary (the JSON the command prints last)."""
+    if cfg.episodes < 1 or cfg.mujoco_episodes < 1 or cfg.obs_latency_ms < 0 or cfg.obs_noise < 0:
+        raise ValueError(
+            "--episodes and --mujoco-episodes must be at least 1; latency and noise not negative"
+        )
+    info = machine_info()
+    specs = {"arm": cfg.arm_policy, "drone": cfg.drone_policy, "car": cfg.car_policy}
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        folder = cfg.work_dir or Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-transfer-"))
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        for embodiment, task in TASKS.items():
+            progress(f"{embodiment}: policy for {task}")
+            policy = resolve_policy(specs[embodiment], task, folder, cfg)
+            progress(f"{embodiment}: {cfg.mujoco_episodes} episodes in MuJoCo")
+            source = mujoco_success(policy, task, cfg.mujoco_episodes, cfg.seed)
+            progress(f"{embodiment}: {cfg.episodes} episodes over ROS 2 on PyBullet")
+            deployed = ros_pybullet_success(policy, task, cfg, folder)
+            target = deployed["success_rate"]
+            ratio = target / source if source > 0 else math.nan
+            rows.append(
+                {
+                    "embodiment": embodiment,
+                    "task": task,
+                    "mujoco": source,
+                    "ros_pybullet": target,
+                    "ratio": ratio,
+                    "episodes": deployed["episodes"],
+                    "policy": policy,
+                }
+            )
+            summary |= {
+                f"transfer_ratio_{embodiment}": ratio,
+                f"success_mujoco_{embodiment}": source,
+                f"success_ros_pybullet_{embodiment}": target,
+                f"robot_counts_{embodiment}": deployed["counts"],
+            }
+    summary |= {
+        "goal": GOAL,
+        "meets_goal": all(summary[f"transfer_ratio_{e}"] >= GOAL for e in TASKS),
+        "episodes": cfg.episodes,
+        "mujoco_episodes": cfg.mujoco_episodes,
+        "obs_latency_ms": cfg.obs_latency_ms,
+        "obs_noise": cfg.obs_noise,
+        "policies": {r["embodiment"]: r["policy"] for r in rows},
+        "machine": info,
+        "versions": versions(["mujoco", "pybullet", "ros-rclpy", "torch"]),
+    }
+    return rows, summary
+
+
+COLUMNS = (
+    ("embodiment", "embodiment"),
+    ("task", "task"),
+    ("mujoco", "MuJoCo success"),
+    ("ros_pybullet", "ROS 2 + PyBullet success"),
+    ("ratio", "ratio"),
+    ("episodes", "episodes"),
+    ("policy", "policy"),
+)
+
+
+def _cell(key: str, value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.2f}"
+    return str(value)
+
+
+def format_transfer_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as aligned columns under a header."""
+    return format_table(rows, COLUMNS, _cell)
