@@ -169,7 +169,8 @@ class ActorRole:
             self.policy = self.make_policy(weights)
         n = self.env.num_envs
         action = self._act()
-        human = self.interventions.apply(self.obs, action) if self.interventions is not None else None
+        interventions = self.interventions
+        human = interventions.apply(self.obs, action) if interventions is not None else None
         if human is not None:
             action = human.action
             self.quit_requested |= human.quit
@@ -190,7 +191,7 @@ class ActorRole:
                 episodes.lengths.append(int(final["episode_length"][i]))
                 episodes.successes.append(bool(final["episode_success"][i]))
         ended = terminated | truncated
-        if human is not None:
+        if interventions is not None and human is not None:
             # A human's mark ends an episode the environment has not ended itself.
             marked = (human.marked_success | human.marked_failure) & ~ended
             terminated |= human.marked_success
@@ -202,7 +203,7 @@ class ActorRole:
                     episodes.successes.append(bool(human.marked_success[i]))
                 next_obs, _ = self.env.reset(options={"reset_mask": marked})
                 ended |= marked
-            self.interventions.episodes_ended(np.flatnonzero(ended), episodes.interventions)
+            interventions.episodes_ended(np.flatnonzero(ended), episodes.interventions)
         if self.recorder is not None:
             self.recorder.add(
                 self.obs,

@@ -11,7 +11,8 @@ training then runs unattended.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +62,19 @@ class Interventions:
     watch every world.
     """
 
-    def __init__(self, devices: Sequence[Device | None]) -> None:
+    def __init__(
+        self,
+        devices: Sequence[Device | None],
+        *,
+        view: Callable[[], None] | None = None,
+        period: float = 0.0,
+    ) -> None:
+        """``view`` shows the watched world before each read; ``period`` (s) paces the reads, so a
+        person sees the simulation in real time (0: as fast as it runs, for scripted stand-ins)."""
         self.devices = list(devices)
+        self.view = view
+        self.period = period
+        self._next_tick = 0.0
         n = len(self.devices)
         self._steps = np.zeros(n, np.int64)
         self._intervened = np.zeros(n, np.int64)
@@ -82,6 +94,14 @@ class Interventions:
         """Ask every device what its person does now; their actions replace the policy's."""
         from robolearn.teleop import TeleopEvent
 
+        if self.view is not None:
+            self.view()
+        if self.period > 0.0:
+            delay = self._next_tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            # Fell behind: carry on from now rather than race to catch up.
+            self._next_tick = max(self._next_tick, time.monotonic()) + self.period
         n = len(self.devices)
         out = StepInterventions(policy_action.copy(), np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool))
         for i, device in enumerate(self.devices):
@@ -96,7 +116,7 @@ class Interventions:
             out.quit |= TeleopEvent.QUIT in cmd.events
         self._steps += 1
         self._intervened += out.mask
-        for i in np.flatnonzero(out.marked_success | out.marked_failure):
+        for i in np.flatnonzero(out.marked_success | out.marked_failure).tolist():
             self._label[i] = "success" if out.marked_success[i] else "failure"
             log.info("world %d: episode marked %s by a human", i, self._label[i])
         return out

@@ -76,6 +76,9 @@ class TrainCfg:
     """Scripted human: take over during these control steps [start, stop) of such an episode."""
     intervene_probability: float = 1.0
     """Scripted human: chance that such an episode is taken over."""
+    hil_display: Literal["auto", "window", "png"] = "auto"
+    """How a person watches world 0: a window (needs a display; the keyboard reads its keys there),
+    or PNG frames in the run folder's ``preview/``; auto: a window where there is a display."""
     hil_worlds: Literal["first", "all"] = "first"
     """Which worlds a human watches: world 0 (a person at one robot) or all (scripted stand-ins)."""
     reward: str = "task"
@@ -417,7 +420,7 @@ def _human_in_the_loop(
     if not cfg.hil:
         return None, None
     from robolearn.dataset import DatasetWriter
-    from robolearn.teleop import make_device
+    from robolearn.teleop import HAND_DEVICES, make_device
 
     task = make_task_cfg(cfg.task)
     watched = env.num_envs if cfg.hil_worlds == "all" else 1
@@ -451,7 +454,31 @@ def _human_in_the_loop(
             image_shape=None,
         )
     )
-    return Interventions(devices), EpisodeRecorder(writer, task.description, env.num_envs)
+    view, period = _human_view(cfg, env, run_dir) if cfg.device in HAND_DEVICES else (None, 0.0)
+    interventions = Interventions(devices, view=view, period=period)
+    return interventions, EpisodeRecorder(writer, task.description, env.num_envs)
+
+
+def _human_view(cfg: TrainCfg, env: Any, run_dir: Path) -> tuple[Callable[[], None], float]:
+    """A person watches world 0 in real time: a window where there is a display, else PNG frames."""
+    from robolearn.record import Viewer
+    from robolearn.teleop.device import display_available
+
+    mode = cfg.hil_display
+    if mode == "auto":
+        mode = "window" if display_available() else "png"
+    if cfg.device == "keyboard" and mode != "window":
+        raise TaskError(
+            "--hil --device keyboard reads keys from the simulation window, which needs a display"
+        )
+    viewer = Viewer(mode, run_dir / "preview", 2.0)
+    viewer.open(f"robolearn train --hil {cfg.task}", env.render_size)
+
+    def view() -> None:
+        if viewer.due():
+            viewer.show(env.render(), f"{cfg.task}: world 0 (hold the intervene button to take over)")
+
+    return view, env.cfg.control_dt
 
 
 def _evaluate(

@@ -11,7 +11,7 @@ import pytest
 from robolearn.checkpoint import load_checkpoint
 from robolearn.dataset import read_dataset, validate_dataset
 from robolearn.sac import SACConfig
-from robolearn.train import TrainCfg, train
+from robolearn.train import RunState, TrainCfg, train
 
 
 def _hil_cfg(tmp_path: Path, **overrides: object) -> TrainCfg:
@@ -119,3 +119,34 @@ def test_scripted_interventions_beat_no_interventions_on_pick_cube(tmp_path: Pat
     best_hil = max(e["success_rate"] for e in hil["evals"])
     assert hil["success_rate"] > plain["success_rate"] + 0.1
     assert best_hil > best_plain
+
+
+def test_a_person_at_the_keyboard_takes_over_and_marks_success(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys posted to the (dummy-driver) window: hold w for 10 steps, then mark success with y."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    pg = pytest.importorskip("pygame")
+    script = {20: ["+w"], 30: ["-w"], 40: ["+y", "-y"]}
+
+    def press(state: RunState, live: object) -> None:
+        for key in script.pop(state.env_steps, []):
+            kind = pg.KEYDOWN if key[0] == "+" else pg.KEYUP
+            pg.event.post(pg.event.Event(kind, key=pg.key.key_code(key[1:])))
+
+    summary = train(
+        _hil_cfg(
+            tmp_path, num_envs=1, steps=120, device="keyboard", hil_worlds="first", hil_display="window"
+        ),
+        press,
+    )
+    assert not script  # every key went in
+    human = summary["interventions"]
+    assert human["marked_success"] == 1 and human["transitions"] == 10
+    data = read_dataset(Path(summary["run_dir"]) / "episodes")
+    first = data.episode_frames(0)
+    assert len(first["index"]) == 41  # the mark ends the episode on the step it was read
+    flags = np.asarray(first["complementary_info.is_intervention"]).reshape(-1)
+    np.testing.assert_array_equal(np.flatnonzero(flags), np.arange(20, 30))
+    assert np.asarray(first["next.terminated"]).reshape(-1)[-1]
+    np.testing.assert_allclose(np.asarray(first["action"])[20:30, 0], 0.01)  # w: +x at half the bound

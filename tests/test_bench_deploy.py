@@ -1,0 +1,64 @@
+"""The deployment benchmarks end to end, at small sizes: their figures exist and are sane.
+
+Timing goals are the benchmarks' business (``robolearn bench deploy``); on a shared test machine
+these tests hold the figures to loose bounds that only a broken pipeline would cross.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or source a ROS 2 installation")
+
+from robolearn.bench.deploy import DeployBenchCfg, format_deploy_table, run_deploy_bench
+from robolearn.bench.transfer import TransferBenchCfg, format_transfer_table, run_transfer_bench
+
+pytestmark = [pytest.mark.ros, pytest.mark.filterwarnings("ignore::DeprecationWarning:lark")]
+
+
+def test_deploy_bench_measures_latency_and_jitter_of_an_mlp_policy_node(tmp_path: Path) -> None:
+    cfg = DeployBenchCfg(
+        hidden=(32, 32), latency_samples=100, jitter_seconds=1.0, priority=0, work_dir=tmp_path
+    )
+    rows, summary = run_deploy_bench(cfg)
+    assert summary["latency_samples"] + summary["latency_unanswered"] == 100
+    assert summary["latency_samples"] >= 90
+    # Two hops over loopback and one policy step: well under the 10 ms between samples.
+    assert 0.05 < summary["latency_p50_ms"] <= summary["latency_p99_ms"] < 10.0
+    for key in ("jitter_arm_100hz_p99_ms", "jitter_drone_50hz_p99_ms", "jitter_car_50hz_p99_ms"):
+        assert 0.0 <= summary[key] < 10.0, key
+    assert summary["jitter_p99_ms"] == max(
+        summary[k] for k in ("jitter_arm_100hz_p99_ms", "jitter_drone_50hz_p99_ms", "jitter_car_50hz_p99_ms")
+    )
+    jitter = [r for r in rows if r["part"] == "jitter"]
+    assert [r["rate_hz"] for r in jitter] == [100.0, 50.0, 50.0]
+    assert all(r["samples"] >= 0.8 * r["rate_hz"] for r in jitter)  # about a second of commands each
+    assert "latency" in format_deploy_table(rows)
+
+
+def test_deploy_bench_refuses_an_empty_run() -> None:
+    with pytest.raises(ValueError, match="latency-samples"):
+        run_deploy_bench(DeployBenchCfg(latency_samples=0))
+
+
+@pytest.mark.slow
+def test_transfer_bench_deploys_each_embodiment_to_pybullet(tmp_path: Path) -> None:
+    cfg = TransferBenchCfg(
+        arm_policy="scripted:panda_reach",
+        drone_policy="scripted:quadrotor_hover",
+        car_policy="scripted:car_checkpoints",
+        episodes=2,
+        mujoco_episodes=4,
+        work_dir=tmp_path,
+    )
+    rows, summary = run_transfer_bench(cfg)
+    for embodiment in ("arm", "drone", "car"):
+        assert summary[f"success_mujoco_{embodiment}"] == 1.0
+        assert summary[f"success_ros_pybullet_{embodiment}"] >= 0.5
+        ratio = summary[f"transfer_ratio_{embodiment}"]
+        assert not math.isnan(ratio) and ratio >= 0.5
+    assert [r["embodiment"] for r in rows] == ["arm", "drone", "car"]
+    assert "ROS 2 + PyBullet" in format_transfer_table(rows)
