@@ -24,6 +24,7 @@ from robolearn.bench.learn import LearnBenchCfg
 from robolearn.bench.sim import SimBenchCfg
 from robolearn.dataset import DatasetCmd
 from robolearn.distill import DistillCmd
+from robolearn.export import ExportCmd
 from robolearn.launch import LaunchCmd
 from robolearn.record import RecordCmd
 from robolearn.replay import CorruptFileError
@@ -99,6 +100,7 @@ Command = (
     | Annotated[EvalCmd, tyro.conf.subcommand("eval")]
     | Annotated[BenchCmd, tyro.conf.subcommand("bench")]
     | Annotated[DistillCmd, tyro.conf.subcommand("distill")]
+    | Annotated[ExportCmd, tyro.conf.subcommand("export")]
     | Annotated[DatasetCmd, tyro.conf.subcommand("dataset")]
     | Annotated[LaunchCmd, tyro.conf.subcommand("launch")]
     | Annotated[RecordCmd, tyro.conf.subcommand("record")]
@@ -337,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             from robolearn.distill import run_distill
 
             run_distill(cmd)
+        elif isinstance(cmd, ExportCmd):
+            from robolearn.export import run_export
+
+            run_export(cmd)
         elif isinstance(cmd, DatasetCmd):
             from robolearn.dataset import run_dataset
 

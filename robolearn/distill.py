@@ -92,8 +92,11 @@ class DistillCmd:
     torch_threads: int = 1
     """CPU threads for torch; 0 keeps torch's default (one avoids spinning against the simulator)."""
 
-    def check(self) -> None:
-        """Refuse settings that cannot run, naming them."""
+    def check(self) -> TaskCfg:
+        """Refuse settings that cannot run, naming them; returns the task's definition."""
+        task = make_task_cfg(self.task)
+        if task.expert is None:
+            raise TaskError(f"task {self.task} has no scripted expert to distill")
         positive = {
             "--num-envs": self.num_envs,
             "--iterations": self.iterations,
@@ -117,6 +120,7 @@ class DistillCmd:
             raise TaskError("--lr must be positive, --hidden non-empty positive widths, --torch-threads >= 0")
         if self.stop_at_success is not None and not 0.0 < self.stop_at_success <= 1.0:
             raise TaskError(f"--stop-at-success must be in (0, 1] or None, got {self.stop_at_success}")
+        return task
 
 
 def _env(task: TaskCfg, backend: str, num_envs: int, seed: int, randomize: bool) -> TaskEnv:
@@ -132,10 +136,7 @@ def _student(actor: Actor, norm: RunningNorm, layout: ObsLayout, scaler: ActionS
 
 def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run DAgger; returns the summary also written to ``summary.json`` in the run folder."""
-    cmd.check()
-    task = make_task_cfg(cmd.task)
-    if task.expert is None:
-        raise TaskError(f"task {cmd.task} has no scripted expert to distill")
+    task = cmd.check()
     run_dir = cmd.out / (cmd.name or f"{cmd.task}-distill-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     if cmd.torch_threads > 0:
         torch.set_num_threads(cmd.torch_threads)
@@ -145,6 +146,7 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
 
     env = _env(task, cmd.backend, cmd.num_envs, seeds[1], cmd.randomize)
     eval_env = _env(task, cmd.backend, min(cmd.eval_episodes, cmd.num_envs), seeds[2], cmd.randomize)
+    assert task.expert is not None  # check() refused a task without one
     expert = task.expert(task)
     # The same policy record as a trained run's, so load_policy reads both alike; the student
     # flattens observations in its order.
@@ -277,15 +279,17 @@ def run_distill(cmd: DistillCmd) -> None:
     """The ``distill`` subcommand: a progress bar on stderr, then the results (last line JSON)."""
     from tqdm import tqdm
 
+    cmd.check()  # before the progress bar, so a bad request ends in its one-line message alone
     with tqdm(total=cmd.iterations, desc=f"distill {cmd.task}", unit="round", file=sys.stderr) as bar:
 
         def progress(result: dict[str, Any]) -> None:
-            bar.update(1)
             bar.set_postfix(
                 success=f"{result['success_rate']:.2f}",
-                loss=f"{result['loss']:.4f}",
-                samples=result["samples"],
+                loss=f"{result['loss']:.1e}",
+                samples=str(result["samples"]),
+                refresh=False,
             )
+            bar.update(1)
 
         summary = distill(cmd, progress)
     print(

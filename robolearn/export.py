@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -215,6 +216,12 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def _first_line(exc: BaseException) -> str:
+    """An exception's message cut to one line (torch's and onnxruntime's run to many)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _brackets(items: Sequence[object]) -> str:
     """A shape or a list of names as ``[3]``, ``[speed, steering_angle]``."""
     return f"[{', '.join(str(x) for x in items)}]"
@@ -379,8 +386,7 @@ def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolic
         try:
             module = torch.jit.load(str(model), map_location="cpu").eval()
         except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CorruptFileError(f"{model} is not a TorchScript policy ({first})") from None
+            raise CorruptFileError(f"{model} is not a TorchScript policy ({_first_line(exc)})") from None
 
         @torch.inference_mode()
         def net(x: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
@@ -388,14 +394,13 @@ def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolic
 
     elif runtime == "onnx":
         model = _verify(folder, meta, ONNX_FILE)
-        try:
-            import onnxruntime  # type: ignore[import-untyped]
-        except ImportError:
-            raise ExportError("runtime onnx needs onnxruntime: pip install onnxruntime") from None
+        _require("onnxruntime", "runtime onnx")
+        import onnxruntime
+
         try:
             session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for a bad graph
-            raise CorruptFileError(f"{model} is not an ONNX policy ({str(exc).splitlines()[0]})") from None
+            raise CorruptFileError(f"{model} is not an ONNX policy ({_first_line(exc)})") from None
 
         def net(x: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
             return np.asarray(session.run(None, {"obs": x})[0])
@@ -409,7 +414,7 @@ def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolic
     except Exception as exc:  # the graph's own error for an input it was not made for
         raise CorruptFileError(
             f"{model} does not take the {meta.obs_dim} observation values {META_FILE} declares "
-            f"({str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__})"
+            f"({_first_line(exc)})"
         ) from None
     if out.shape != (1, len(meta.action_names)):
         raise CorruptFileError(
@@ -495,42 +500,52 @@ def export_policy(run_dir: Path, out: Path, *, onnx: bool = False, force: bool =
             f"task {cfg.name} now has {list(meta.action_low)}..{list(meta.action_high)}"
         )
 
+    if onnx:
+        _require("onnx", "--onnx")
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    example = torch.zeros(1, meta.obs_dim)
-    with torch.no_grad():
-        traced = torch.jit.trace(policy, example)
-    traced.save(str(tmp / TORCHSCRIPT_FILE))
-    files = [TORCHSCRIPT_FILE]
-    if onnx:
-        _export_onnx(policy, example, tmp / ONNX_FILE)
-        files.append(ONNX_FILE)
-    meta = dataclasses.replace(meta, files={f: _sha256(tmp / f) for f in files})
-    (tmp / META_FILE).write_text(json.dumps(meta.to_json(), indent=1))
+    try:
+        example = torch.zeros(1, meta.obs_dim)
+        with torch.no_grad():
+            traced = torch.jit.trace(policy, example)
+        traced.save(str(tmp / TORCHSCRIPT_FILE))
+        files = [TORCHSCRIPT_FILE]
+        if onnx:
+            _export_onnx(policy, example, tmp / ONNX_FILE)
+            files.append(ONNX_FILE)
+        meta = dataclasses.replace(meta, files={f: _sha256(tmp / f) for f in files})
+        (tmp / META_FILE).write_text(json.dumps(meta.to_json(), indent=1))
 
-    probe = _probe_observations(policy, np.random.default_rng(0))
-    with torch.no_grad():
-        expected = policy(torch.from_numpy(probe)).numpy()
-    for runtime in ("torchscript", "onnx") if onnx else ("torchscript",):
-        got = load_exported(tmp, runtime).act_batch(_split(probe, meta))
-        err = float(np.max(np.abs(got - expected)))
-        if err > 1e-4 * float(np.max(np.abs(expected)) + 1.0):
-            raise RuntimeError(f"the exported {runtime} graph differs from the policy by {err:g}")
+        probe = _probe_observations(policy, np.random.default_rng(0))
+        with torch.no_grad():
+            expected = policy(torch.from_numpy(probe)).numpy()
+        for runtime in ("torchscript", "onnx") if onnx else ("torchscript",):
+            got = load_exported(tmp, runtime).act_batch(_split(probe, meta))
+            err = float(np.max(np.abs(got - expected)))
+            if err > 1e-4 * float(np.max(np.abs(expected)) + 1.0):
+                raise RuntimeError(f"the exported {runtime} graph differs from the policy by {err:g}")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)
     return out
 
 
-def _export_onnx(policy: Policy, example: torch.Tensor, path: Path) -> None:
+def _require(module: str, what: str) -> None:
+    """Refuse ``what`` with an install hint when an optional package is missing."""
     try:
-        import onnx  # noqa: F401  (the exporter needs it)
+        importlib.import_module(module)
     except ImportError:
-        raise ExportError("--onnx needs the onnx package: pip install onnx onnxruntime") from None
+        raise ExportError(f"{what} needs the {module} package: pip install {module}") from None
+
+
+def _export_onnx(policy: Policy, example: torch.Tensor, path: Path) -> None:
     with warnings.catch_warnings():
-        # The TorchScript-based exporter, deprecated in favour of torch.export's, which needs onnxscript
-        # besides onnx; this small MLP converts identically with either.
+        # The TorchScript-based exporter needs only onnx; torch.export's (the default, which warns
+        # about this one) needs onnxscript too.
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(
             policy,

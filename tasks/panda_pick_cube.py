@@ -1,7 +1,10 @@
 """panda_pick_cube: grasp a 4 cm cube placed at random on the table and lift it 10 cm.
 
 After SERL's franka_sim PandaPickCube: 0.02 s control period, 100-step episodes, reward 0.3 for
-closeness plus 0.7 for lift, success once the cube is lifted.
+closeness plus 0.7 for lift, success once the cube is lifted. Success ends the episode, so the
+reward is shifted by -1 per step (a cost until success): with SERL's positive per-step reward a
+terminal success forfeits all later reward, and the learner is paid to hold the cube just below
+the lift height instead (measured: 0% success after 20k steps with or without interventions).
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ def make_cfg() -> TaskCfg:
         rewards={
             "close": RewardTerm(ee_cube_closeness, 0.3),
             "lift": RewardTerm(cube_lift, 0.7),
+            "time": RewardTerm(terms.constant, -1.0),
         },
         success=DoneTerm(cube_lifted),
         terminations={"cube_fell_off": DoneTerm(cube_fell_off)},

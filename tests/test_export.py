@@ -4,9 +4,13 @@ damaged files, and loads without the learner or a simulator."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
+import pickle
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +169,35 @@ def test_damaged_folders_are_refused_in_one_line(exported: Path, tmp_path: Path,
     with pytest.raises(CorruptFileError, match=expected) as info:
         load_exported(folder)
     assert "\n" not in str(info.value)
+
+
+class _RunsCode:
+    """Unpickling this runs a shell command: what a pickle-based model file could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_model_file_that_would_run_code_is_refused(exported: Path, tmp_path: Path) -> None:
+    """Even with its hash recorded (someone rewrote policy.json too), no Python code from it runs."""
+    folder, marker = tmp_path / "policy", tmp_path / "ran"
+    folder.mkdir()
+    (folder / "policy.json").write_bytes((exported / "policy.json").read_bytes())
+    with zipfile.ZipFile(exported / "policy.pt") as src, zipfile.ZipFile(folder / "policy.pt", "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename.endswith("/data.pkl"):
+                data = pickle.dumps(_RunsCode(marker), protocol=2)
+            dst.writestr(item.filename, data)
+    data = json.loads((folder / "policy.json").read_text())
+    data["files"]["policy.pt"]["sha256"] = hashlib.sha256((folder / "policy.pt").read_bytes()).hexdigest()
+    (folder / "policy.json").write_text(json.dumps(data))
+    with pytest.raises(CorruptFileError, match="is not a TorchScript policy"):
+        load_exported(folder)
+    assert not marker.exists()
 
 
 def test_loading_needs_neither_the_learner_nor_a_simulator(exported: Path) -> None:

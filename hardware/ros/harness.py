@@ -26,6 +26,7 @@ from robolearn.hardware.ros._rclpy import ROS_ENV_DEFAULTS, apply_env_defaults, 
 NODES = {
     "policy_node": "robolearn.hardware.ros.policy_node",
     "sim_robot_node": "robolearn.hardware.ros.sim_robot_node",
+    "demo_recorder": "robolearn.hardware.ros.demo_recorder",
 }
 """Executable name to module."""
 MAX_DOMAIN_ID = 101
@@ -62,7 +63,7 @@ def start_node(
     remap: Mapping[str, str] | None = None,
     log: IO[str] | None = None,
 ) -> subprocess.Popen[str]:
-    """Start ``policy_node`` or ``sim_robot_node`` with ``--ros-args -p name:=value -r from:=to``."""
+    """Start one of :data:`NODES` with ``--ros-args -p name:=value -r from:=to``."""
     cmd = [sys.executable, "-m", NODES[executable], "--ros-args"]
     for name, value in params.items():
         cmd += ["-p", f"{name}:={ros_arg(value)}"]
