@@ -339,11 +339,15 @@ class SafetyLayer:
         self._latched = "estop"
 
     def reset(self) -> None:
-        """Release a latched stop and forget the tracked arm target (a new episode may start).
-        The last command is kept: the next one is rate-limited from it, as the robot still runs it."""
+        """Release a latched stop and start a new episode (see :meth:`new_episode`)."""
         if self._latched is not None:
             log.warning("safety: %s stop released by reset", self._latched)
         self._latched = self._stop_reason = None
+        self.new_episode()
+
+    def new_episode(self) -> None:
+        """Forget the tracked arm target (the robot was reset); a latched stop stays latched.
+        The last command is kept: the next one is rate-limited from it, as the robot still runs it."""
         self._rules.reset()
 
     def filter(self, action: FloatArray, state: RobotState, now: float) -> FloatArray:

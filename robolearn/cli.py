@@ -20,8 +20,10 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
+from robolearn.bench.deploy import DeployBenchCfg
 from robolearn.bench.learn import LearnBenchCfg
 from robolearn.bench.sim import SimBenchCfg
+from robolearn.bench.transfer import TransferBenchCfg
 from robolearn.dataset import DatasetCmd
 from robolearn.distill import DistillCmd
 from robolearn.export import ExportCmd
@@ -81,6 +83,8 @@ class BenchCmd:
     what: tyro.conf.OmitSubcommandPrefixes[
         Annotated[SimBenchCfg, tyro.conf.subcommand("sim")]
         | Annotated[LearnBenchCfg, tyro.conf.subcommand("learn")]
+        | Annotated[DeployBenchCfg, tyro.conf.subcommand("deploy")]
+        | Annotated[TransferBenchCfg, tyro.conf.subcommand("transfer")]
     ]
 
 
@@ -316,9 +320,19 @@ def _bench(cmd: BenchCmd) -> None:
     if isinstance(cmd.what, SimBenchCfg):
         rows, summary = run_sim_bench(cmd.what, progress=say)
         print(format_table(rows))
-    else:
+    elif isinstance(cmd.what, LearnBenchCfg):
         rows, summary = run_learn_bench(cmd.what, progress=say)
         print(format_learn_table(rows))
+    elif isinstance(cmd.what, DeployBenchCfg):
+        from robolearn.bench.deploy import format_deploy_table, run_deploy_bench
+
+        rows, summary = run_deploy_bench(cmd.what, progress=say)
+        print(format_deploy_table(rows))
+    else:
+        from robolearn.bench.transfer import format_transfer_table, run_transfer_bench
+
+        rows, summary = run_transfer_bench(cmd.what, progress=say)
+        print(format_transfer_table(rows))
     print(json.dumps(summary))
 
 

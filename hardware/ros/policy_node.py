@@ -224,6 +224,7 @@ class PolicyNode:
             step = int(self.view.step_count[0])
             if step < self._last_step_count:
                 self.view.new_episode()
+                self.safety.new_episode()
             self._last_step_count = step
             obs = self.view.observe()
             state = self.view.robot_state(stamp)

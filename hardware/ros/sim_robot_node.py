@@ -94,7 +94,8 @@ class SimRobotParams:
     randomize: bool = False
     """Apply the task's domain randomization (masses, friction, gains, action latency) at every reset."""
     realtime: bool = True
-    """Step every control period of wall-clock time; false: step once per command, as fast as they come."""
+    """Step every control period of wall-clock time; false: step once per command, as fast as they come
+    (a safety layer's rate limits, counting wall-clock time between commands, then bind harder)."""
     bag: str = ""
     """Record every message published and received to this new rosbag2 folder (MCAP); "" records nothing."""
     command_type: str = ""

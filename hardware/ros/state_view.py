@@ -19,16 +19,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from robolearn.hardware.robots import ArmState, CarState, DroneState, RobotState
+from robolearn.hardware.robots import RobotState, robot_state
 from robolearn.hardware.ros.messages import TaskStateLayout, read_joint_state, read_odometry
 from robolearn.sim.backend import FloatArray
-from robolearn.sim.transforms import yaw_of
-from robolearn.tasks import terms
-from robolearn.tasks.car_checkpoints import body_velocity, steering_angle, yaw_rate
 from robolearn.tasks.core import Observation, ObsTerm, TaskCfg
-from robolearn.tasks.robots.crazyflie import NAME as DRONE_FRAME
-from robolearn.tasks.robots.panda import ARM_JOINTS, FINGER_JOINTS
-from robolearn.tasks.robots.racecar import ROBOT_NAME as CAR_FRAME
 
 
 @dataclass
@@ -103,40 +97,6 @@ def tracked_joints(cfg: TaskCfg) -> list[str]:
     """The joints a deployment needs: those the observation terms and :func:`robot_state` read."""
     reads = [*probe_reads(cfg).values(), _probe(cfg, lambda v: robot_state(v, 0.0))]
     return list(dict.fromkeys(j for r in reads for j in r.joints))
-
-
-def robot_state(env: Any, stamp: float) -> RobotState:
-    """The safety layer's view of world 0 of ``env`` (a :class:`~robolearn.tasks.core.TaskEnvView`),
-    measured at ``stamp`` (s)."""
-    embodiment = env.cfg.embodiment
-    if embodiment == "arm":
-        return ArmState(
-            joint_pos=env.sim.joint_pos(ARM_JOINTS)[0].copy(),
-            joint_vel=env.sim.joint_vel(ARM_JOINTS)[0].copy(),
-            ee_pos=terms.frame_pos(env, "ee")[0].copy(),
-            ee_quat=terms.frame_quat(env, "ee")[0].copy(),
-            ee_linvel=terms.frame_linvel(env, "ee")[0].copy(),
-            gripper_opening=float(terms.joint_pos_sum(env, FINGER_JOINTS)[0, 0]),
-            stamp=stamp,
-        )
-    if embodiment == "drone":
-        return DroneState(
-            pos=terms.frame_pos(env, DRONE_FRAME)[0].copy(),
-            quat=env.sim.frame_quat(DRONE_FRAME)[0].copy(),
-            linvel=terms.frame_linvel(env, DRONE_FRAME)[0].copy(),
-            body_rates=terms.frame_angvel_body(env, DRONE_FRAME)[0],
-            stamp=stamp,
-        )
-    if embodiment == "car":
-        return CarState(
-            pos=terms.frame_pos(env, CAR_FRAME)[0, :2].copy(),
-            yaw=float(yaw_of(env.sim.frame_quat(CAR_FRAME))[0]),
-            body_vel=body_velocity(env)[0],
-            yaw_rate=float(yaw_rate(env)[0, 0]),
-            steering_angle=float(steering_angle(env)[0, 0]),
-            stamp=stamp,
-        )
-    raise ValueError(f"no robot state for a {embodiment}")
 
 
 class RemoteSim:
