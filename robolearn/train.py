@@ -214,6 +214,11 @@ def train(
     if cfg.hil and cfg.hil_worlds == "all" and cfg.device != "scripted":
         raise TaskError("--hil-worlds all needs --device scripted: one person watches one world")
     reward_fn = _reward_fn(cfg)
+    if cfg.demos:
+        from robolearn.dataset import read_dataset
+
+        for root in cfg.demos:
+            read_dataset(root)  # a missing or malformed dataset fails here, before anything is written
     run_dir = _run_dir(cfg)
     device = resolve_device(cfg.torch_device)
 

@@ -150,3 +150,20 @@ def test_a_person_at_the_keyboard_takes_over_and_marks_success(
     np.testing.assert_array_equal(np.flatnonzero(flags), np.arange(20, 30))
     assert np.asarray(first["next.terminated"]).reshape(-1)[-1]
     np.testing.assert_allclose(np.asarray(first["action"])[20:30, 0], 0.01)  # w: +x at half the bound
+
+
+def test_recorded_demonstrations_fill_the_demonstration_buffer(tmp_path: Path) -> None:
+    """``robolearn record`` then ``robolearn train --demos DIR``."""
+    from robolearn.record import RecordCmd, record
+
+    demos_dir = tmp_path / "demos"
+    recorded = record(RecordCmd("panda_reach", device="scripted", episodes=3, out=demos_dir, display="none"))
+    assert recorded["episodes_saved"] == 3 and recorded["successes"] == 3
+    summary = train(_hil_cfg(tmp_path, hil=False, steps=200, demos=(demos_dir,)))
+    demos = load_checkpoint(Path(summary["run_dir"])).replay("demos")
+    # Every step of a successful (terminal) episode is a transition; nothing else is in the buffer.
+    assert demos is not None and len(demos) == recorded["frames"]
+    assert demos.terminated[: len(demos)].sum() == 3
+    with pytest.raises(ValueError, match="not a LeRobot v3 dataset"):
+        train(_hil_cfg(tmp_path, hil=False, name="bad", demos=(tmp_path / "nothing",)))
+    assert not (tmp_path / "bad").exists()
