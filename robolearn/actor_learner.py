@@ -179,10 +179,16 @@ class ActorRole:
         final_next = transition_next_obs(next_obs, info)
         success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        env_ended = terminated | truncated
+        forced_success = np.zeros(n, bool)
         if self.reward_fn is not None:
             reward = self.reward_fn(final_next)
-            success = reward > 0.5
-            terminated = terminated | success
+            success = forced_success = reward > 0.5
+        forced_end = forced_success.copy()
+        if human is not None:
+            forced_success |= human.marked_success
+            forced_end |= human.marked_success | human.marked_failure
+        terminated |= forced_success
         episodes = EpisodeStats()
         if "final_info" in info:
             final = info["final_info"]
@@ -190,19 +196,16 @@ class ActorRole:
                 episodes.returns.append(float(final["episode_return"][i]))
                 episodes.lengths.append(int(final["episode_length"][i]))
                 episodes.successes.append(bool(final["episode_success"][i]))
-        ended = terminated | truncated
-        if interventions is not None and human is not None:
-            # A human's mark ends an episode the environment has not ended itself.
-            marked = (human.marked_success | human.marked_failure) & ~ended
-            terminated |= human.marked_success
-            if marked.any():
-                ids = np.flatnonzero(marked)
-                for i in ids:
-                    episodes.returns.append(float(self.env.episode_return[i]))
-                    episodes.lengths.append(int(self.env.step_count[i]))
-                    episodes.successes.append(bool(human.marked_success[i]))
-                next_obs, _ = self.env.reset(options={"reset_mask": marked})
-                ended |= marked
+        # A classifier's verdict or a human's mark ends an episode the environment has not ended.
+        forced_end &= ~env_ended
+        if forced_end.any():
+            for i in np.flatnonzero(forced_end):
+                episodes.returns.append(float(self.env.episode_return[i]))
+                episodes.lengths.append(int(self.env.step_count[i]))
+                episodes.successes.append(bool(forced_success[i]))
+            next_obs, _ = self.env.reset(options={"reset_mask": forced_end})
+        ended = env_ended | forced_end
+        if interventions is not None:
             interventions.episodes_ended(np.flatnonzero(ended), episodes.interventions)
         if self.recorder is not None:
             self.recorder.add(

@@ -190,6 +190,9 @@ def test_classifier_is_the_training_reward(
     assert online is not None and len(online) == 400
     # Rewards are the classifier's verdicts (0 or 1), not the task's shaped reward.
     assert set(np.unique(online.reward[:400]).tolist()) <= {0.0, 1.0}
+    # A success the classifier sees ends the episode: those transitions are terminal.
+    judged = online.reward[:400] > 0.5
+    assert (online.terminated[:400][judged] == 1.0).all()
     demos = load_checkpoint(Path(summary["run_dir"])).replay("demos")
     assert demos is not None and set(np.unique(demos.reward[: len(demos)]).tolist()) == {0.0, 1.0}
     with pytest.raises(ValueError, match="classifier:PATH"):
