@@ -213,6 +213,10 @@ def train(
         raise TaskError(f"--hil and --reward classifier need a robolearn task, not {cfg.task}")
     if cfg.hil and cfg.hil_worlds == "all" and cfg.device != "scripted":
         raise TaskError("--hil-worlds all needs --device scripted: one person watches one world")
+    if cfg.hil and cfg.device == "keyboard" and _hil_display(cfg) != "window":
+        raise TaskError(
+            "--hil --device keyboard reads keys from the simulation window, which needs a display"
+        )
     reward_fn = _reward_fn(cfg)
     if cfg.demos:
         from robolearn.dataset import read_dataset
@@ -464,19 +468,20 @@ def _human_in_the_loop(
     return interventions, EpisodeRecorder(writer, task.description, env.num_envs)
 
 
+def _hil_display(cfg: TrainCfg) -> Literal["window", "png"]:
+    """How a person watches: ``--hil-display``, or a window where there is a display."""
+    from robolearn.teleop.device import display_available
+
+    if cfg.hil_display != "auto":
+        return cfg.hil_display
+    return "window" if display_available() else "png"
+
+
 def _human_view(cfg: TrainCfg, env: Any, run_dir: Path) -> tuple[Callable[[], None], float]:
     """A person watches world 0 in real time: a window where there is a display, else PNG frames."""
     from robolearn.record import Viewer
-    from robolearn.teleop.device import display_available
 
-    mode = cfg.hil_display
-    if mode == "auto":
-        mode = "window" if display_available() else "png"
-    if cfg.device == "keyboard" and mode != "window":
-        raise TaskError(
-            "--hil --device keyboard reads keys from the simulation window, which needs a display"
-        )
-    viewer = Viewer(mode, run_dir / "preview", 2.0)
+    viewer = Viewer(_hil_display(cfg), run_dir / "preview", 2.0)
     viewer.open(f"robolearn train --hil {cfg.task}", env.render_size)
 
     def view() -> None:

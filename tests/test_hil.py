@@ -92,6 +92,9 @@ def test_human_devices_watch_one_world(tmp_path: Path) -> None:
 
     with pytest.raises(TaskError, match="one person watches one world"):
         train(_hil_cfg(tmp_path, device="keyboard"))
+    with pytest.raises(TaskError, match="needs a display"):
+        train(_hil_cfg(tmp_path, device="keyboard", hil_worlds="first", hil_display="png"))
+    assert not (tmp_path / "hil").exists()  # refused before anything is written
 
 
 @pytest.mark.slow
