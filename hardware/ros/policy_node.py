@@ -23,6 +23,7 @@ Run: ``policy_node --ros-args -p policy:=scripted:panda_reach`` or ``-p policy:=
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -30,9 +31,10 @@ import json
 import logging
 import math
 import os
+import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,9 @@ class PolicyNodeParams:
     priority: int = 0
     """SCHED_FIFO real-time priority (1-99) of the node's threads, as ros2_control gives its control
     loop; 0 keeps the normal scheduler. Needs CAP_SYS_NICE (root, or an rtprio limit)."""
+    cpus: str = ""
+    """CPUs the node's threads run on, comma-separated (``"1"``, ``"2,3"``); "" leaves them to the
+    scheduler. A core of its own keeps the control step's code and data in that core's caches."""
 
     def check(self) -> None:
         """Raise :class:`RosParameterError` naming a bad value."""
@@ -96,21 +101,60 @@ class PolicyNodeParams:
             raise RosParameterError(f"trigger {self.trigger!r} is not one of {', '.join(TRIGGERS)}")
         if not 0 <= self.priority <= 99:
             raise RosParameterError(f"priority must be in 0..99, got {self.priority}")
+        if self.cpus:
+            parse_cpus(self.cpus)
+
+
+def _each_thread(apply: Callable[[int], None]) -> None:
+    """Apply to every thread of this process (by thread ID); those started later inherit it from theirs."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            apply(int(tid))
 
 
 def set_realtime_priority(priority: int) -> None:
-    """Schedule this process (and the threads it starts afterwards) SCHED_FIFO at ``priority``.
+    """Schedule this process SCHED_FIFO at ``priority``: every thread it has (the middleware's
+    receive threads start with the node, before its parameters are read) and those it starts
+    afterwards; and keep the CPUs out of deep idle states while it runs (``/dev/cpu_dma_latency``
+    0, as cyclictest does), where waking up costs a control step several times its compute.
 
     Other processes then cannot delay the control loop; it sleeps most of the time, and Linux's
     real-time throttling keeps 5 % of each second for everything else regardless.
     """
+    param = os.sched_param(priority)
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        _each_thread(lambda tid: os.sched_setscheduler(tid, os.SCHED_FIFO, param))
     except PermissionError:
         raise RosParameterError(
             f"priority {priority} needs permission to use SCHED_FIFO (CAP_SYS_NICE, or an rtprio limit "
             "in /etc/security/limits.conf); use priority 0 for the normal scheduler"
         ) from None
+    global _CPU_LATENCY_FD
+    if _CPU_LATENCY_FD is None:
+        with contextlib.suppress(OSError):  # no such device, or no permission: idle states stay
+            _CPU_LATENCY_FD = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+            os.write(_CPU_LATENCY_FD, struct.pack("i", 0))  # held while the file is open
+
+
+def parse_cpus(text: str) -> set[int]:
+    """``"1"`` or ``"0,2"`` as CPU numbers; raises :class:`RosParameterError`."""
+    try:
+        cpus = {int(c) for c in text.split(",")}
+    except ValueError:
+        cpus = set()
+    count = os.cpu_count() or 1  # not this process's affinity: a parent's pinning is inherited
+    if not cpus or not cpus <= set(range(count)):
+        raise RosParameterError(f"cpus {text!r} must be comma-separated CPU numbers from 0 to {count - 1}")
+    return cpus
+
+
+def pin_to_cpus(cpus: set[int]) -> None:
+    """Run every thread of this process, and those it starts afterwards, on ``cpus`` only."""
+    _each_thread(lambda tid: os.sched_setaffinity(tid, cpus))
+
+
+_CPU_LATENCY_FD: int | None = None
+"""The open ``/dev/cpu_dma_latency`` request of :func:`set_realtime_priority` (released at exit)."""
 
 
 def load_policy_spec(spec: str) -> Any:
@@ -127,6 +171,8 @@ class PolicyNode:
         params.check()
         if params.priority:
             set_realtime_priority(params.priority)
+        if params.cpus:
+            pin_to_cpus(parse_cpus(params.cpus))
         self.node, self.p = node, params
         torch.set_num_threads(1)  # one thread: no spinning workers stealing the control loop's core
         self.policy = load_policy_spec(params.policy)
