@@ -452,16 +452,7 @@ def _human_in_the_loop(
     writer = (
         DatasetWriter.open(root)
         if root.exists()
-        else DatasetWriter.create(
-            root,
-            repo_id=f"robolearn/{run_dir.name}",
-            fps=round(1.0 / task.control_dt),
-            robot_type=task.embodiment,
-            obs_shapes=shapes,
-            obs_names=None,
-            action_names=list(task.action.names),
-            image_shape=None,
-        )
+        else DatasetWriter.for_task(root, task, shapes, repo_id=f"robolearn/{run_dir.name}")
     )
     view, period = _human_view(cfg, env, run_dir) if cfg.device in HAND_DEVICES else (None, 0.0)
     interventions = Interventions(devices, view=view, period=period)
