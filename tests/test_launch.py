@@ -507,28 +507,6 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
 # -- packaging ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return next(out.glob("robolearn-*.whl"))
-
-
 def test_wheel_installs_launch_files_and_manifest_under_share(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     data = "robolearn-0.1.0.data/data/share/"

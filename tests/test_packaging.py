@@ -8,31 +8,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return next(out.glob("robolearn-*.whl"))
 
 
 def test_wheel_puts_everything_under_robolearn(wheel: Path) -> None:
