@@ -68,9 +68,16 @@ def msg(package: str, name: str) -> Any:
     return getattr(_import(f"{package}.msg"), name)
 
 
-def sensor_qos() -> Any:
-    """Sensor-data QoS (best effort, keep last 5, volatile): a late sample is worth less than the next."""
-    return _import("rclpy.qos").qos_profile_sensor_data
+def sensor_qos(depth: int = 5) -> Any:
+    """Sensor-data QoS (best effort, keep last ``depth``, volatile): a late sample is worth less than
+    the next. A recorder, which wants every sample, subscribes with a deeper queue."""
+    qos = _import("rclpy.qos")
+    profile = qos.qos_profile_sensor_data
+    if depth == profile.depth:
+        return profile
+    return qos.QoSProfile(
+        depth=depth, reliability=profile.reliability, durability=profile.durability, history=profile.history
+    )
 
 
 def command_qos() -> Any:

@@ -6,8 +6,10 @@ to the commands a teleoperation node sends it (``command``, per ``command_type``
 publishes it; with a real robot, the operator's node marks episode ends and outcomes there).
 
 The observation is rebuilt by the task's own terms on a
-:class:`~robolearn.hardware.ros.state_view.RemoteStateView`. A complete new sample (every source
-stamped alike) whose ``step_count`` advanced closes the previous step: its frame is the observation
+:class:`~robolearn.hardware.ros.state_view.RemoteStateView`. Messages are gathered by stamp (the
+sources of one sample may arrive interleaved with the next one's when the recorder lags, and its
+queues are deep for the same reason); a complete new sample (every source stamped alike) whose
+``step_count`` advanced closes the previous step: its frame is the observation
 then, the last command received since (the one the robot applied), and the reward and success the
 task's own terms give on the new state. Recording starts with an episode (``step_count`` 0). An
 episode ends when the next one begins or its ``episode`` message says so (matched by its length);
@@ -41,6 +43,11 @@ from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, t
 from robolearn.tasks import make_task_cfg
 
 log = logging.getLogger(__name__)
+
+QUEUE_DEPTH = 100
+"""Messages kept per state topic for a recorder that falls behind (seconds of samples, not one)."""
+INCOMPLETE_SAMPLES = 16
+"""Incomplete samples kept waiting for their other sources (older ones are given up)."""
 
 SOURCE_TYPES = {
     "joint_states": ("sensor_msgs", "JointState"),
@@ -100,7 +107,8 @@ class DemoRecorderNode:
             with np.errstate(all="ignore"):  # no state yet; only the shapes count
                 shapes = {k: v.shape for k, v in self.view.observe().items()}
             self.writer = DatasetWriter.for_task(out, self.cfg, shapes, repo_id=f"local/{self.cfg.name}")
-        self.stamps = dict.fromkeys(self.view.sources, -math.inf)
+        self._parts: dict[float, dict[str, Any]] = {}
+        """Messages of samples not complete yet, by stamp."""
         self._action = np.asarray(self.cfg.action.neutral, dtype=np.float64).copy()
         self._pending: dict[str, np.ndarray] | None = None
         """The observation of the step under way (its frame is made once the robot has stepped)."""
@@ -119,7 +127,7 @@ class DemoRecorderNode:
                 msg(*SOURCE_TYPES.get(src, ("nav_msgs", "Odometry"))),
                 src,
                 functools.partial(self._on_state, src),
-                sensor_qos(),
+                sensor_qos(QUEUE_DEPTH),
             )
             for src in self.view.sources
         ]
@@ -139,14 +147,23 @@ class DemoRecorderNode:
 
     def _on_state(self, source: str, m: Any) -> None:
         with self._lock:
-            try:
-                self.stamps[source] = stamp = self.view.read(source, m)
-            except MessageError as exc:
-                log.warning("ignored a message on %s: %s", source, exc)
+            stamp = self.view.stamp_of(source, m)
+            if stamp <= self._sampled:
                 return
-            if stamp <= self._sampled or any(s != stamp for s in self.stamps.values()):
+            parts = self._parts.setdefault(stamp, {})
+            parts[source] = m
+            if len(parts) < len(self.view.sources):
+                while len(self._parts) > INCOMPLETE_SAMPLES:
+                    del self._parts[min(self._parts)]
                 return
             self._sampled = stamp
+            self._parts = {s: p for s, p in self._parts.items() if s > stamp}
+            try:
+                for src, part in parts.items():
+                    self.view.read(src, part)
+            except MessageError as exc:
+                log.warning("ignored a sample: %s", exc)
+                return
             step = int(self.view.step_count[0])
             if self._waiting and step != 0:
                 return  # the rest of an episode already closed, or one begun before recording

@@ -12,6 +12,7 @@ once on a recording stand-in: the robot side publishes those, the policy side wa
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.hardware.robots import RobotState, robot_state
-from robolearn.hardware.ros.messages import TaskStateLayout, read_joint_state, read_odometry
+from robolearn.hardware.ros.messages import TaskStateLayout, read_joint_state, read_odometry, stamp_seconds
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks.core import Observation, ObsTerm, TaskCfg
 
@@ -175,6 +176,12 @@ class RemoteStateView:
             return read_joint_state(m, sim.joint_index, sim.jpos, sim.jvel)
         frame = source.removeprefix("frames/")
         return read_odometry(m, sim.pos[frame], sim.quat[frame], sim.linvel[frame], sim.angvel[frame])
+
+    def stamp_of(self, source: str, m: Any) -> float:
+        """A message's stamp (s) without taking it in (``-inf`` for a task state without data)."""
+        if source == "task_state":
+            return float(m.data[0]) if len(m.data) else -math.inf
+        return stamp_seconds(m.header.stamp)
 
     def record_action(self, action: FloatArray) -> None:
         """The command just sent becomes ``action``; the one before, ``prev_action``."""
