@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -52,7 +53,10 @@ FORMAT_VERSION = 1
 META_FILE = "policy.json"
 TORCHSCRIPT_FILE = "policy.pt"
 ONNX_FILE = "policy.onnx"
-Runtime = Literal["torchscript", "onnx"]
+Runtime = Literal["auto", "torchscript", "onnx"]
+RUNTIMES = ("auto", "torchscript", "onnx")
+"""auto: ONNX Runtime where the folder has ``policy.onnx`` and onnxruntime is installed (a control
+step's network call costs a third of TorchScript's there), TorchScript otherwise."""
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -329,9 +333,13 @@ class DeployedPolicy(ABC):
 class ExportedPolicy(DeployedPolicy):
     """A loaded policy folder: the network graph and its metadata."""
 
-    def __init__(self, meta: PolicyMeta, net: Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]) -> None:
+    def __init__(
+        self, meta: PolicyMeta, net: Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]], runtime: Runtime
+    ) -> None:
         self.meta = meta
         self._net = net
+        self.runtime = runtime
+        """What runs the network: torchscript or onnx."""
 
     def _act(self, obs: dict[str, npt.NDArray[np.float32]]) -> npt.NDArray[Any]:
         return self._net(np.concatenate([obs[t.name] for t in self.meta.obs], axis=1))
@@ -378,9 +386,13 @@ def read_meta(folder: Path) -> PolicyMeta:
 
 
 def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolicy:
-    """Load a policy folder, checking every file first; ``runtime="onnx"`` runs ``policy.onnx`` instead."""
+    """Load a policy folder, checking every file first; ``runtime="onnx"`` runs ``policy.onnx``
+    instead, ``"auto"`` picks as :data:`RUNTIMES` says."""
     folder = Path(path)
     meta = read_meta(folder)
+    if runtime == "auto":
+        has_ort = importlib.util.find_spec("onnxruntime") is not None
+        runtime = "onnx" if ONNX_FILE in meta.files and has_ort else "torchscript"
     if runtime == "torchscript":
         model = _verify(folder, meta, TORCHSCRIPT_FILE)
         try:
@@ -398,7 +410,11 @@ def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolic
         import onnxruntime
 
         try:
-            session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+            options = onnxruntime.SessionOptions()
+            # One thread that sleeps when idle: a control loop's core is not for spinning workers.
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for a bad graph
             raise CorruptFileError(f"{model} is not an ONNX policy ({_first_line(exc)})") from None
 
@@ -406,8 +422,8 @@ def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolic
             return np.asarray(session.run(None, {"obs": x})[0])
 
     else:
-        raise ExportError(f"unknown runtime {runtime!r}; choose torchscript or onnx")
-    policy = ExportedPolicy(meta, net)
+        raise ExportError(f"unknown runtime {runtime!r}; choose {', '.join(RUNTIMES)}")
+    policy = ExportedPolicy(meta, net, runtime)
     probe = np.zeros((1, meta.obs_dim), np.float32)
     try:
         out = net(probe)

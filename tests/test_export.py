@@ -100,6 +100,15 @@ def test_onnx_gives_the_same_actions(run_dir: Path, tmp_path: Path) -> None:
     torchscript, onnx = load_exported(out), load_exported(out, "onnx")
     obs = {k: _observations(16, 3, seed=i) for i, k in enumerate(torchscript.meta.offsets)}
     np.testing.assert_allclose(onnx.act_batch(obs), torchscript.act_batch(obs), atol=1e-5)
+    # auto takes ONNX Runtime where the folder has the graph, TorchScript where it has not.
+    assert load_exported(out, "auto").runtime == "onnx" and torchscript.runtime == "torchscript"
+    (out / "policy.onnx").unlink()
+    meta = json.loads((out / "policy.json").read_text())
+    del meta["files"]["policy.onnx"]
+    (out / "policy.json").write_text(json.dumps(meta))
+    assert load_exported(out, "auto").runtime == "torchscript"
+    with pytest.raises(ExportError, match="unknown runtime 'tensorrt'; choose auto, torchscript, onnx"):
+        load_exported(out, "tensorrt")  # type: ignore[arg-type]
 
 
 def test_check_compatible_names_the_mismatch(exported: Path) -> None:

@@ -375,3 +375,13 @@ def test_a_bad_parameter_ends_in_one_line(domain: int) -> None:
     assert proc.stderr.strip().splitlines()[-1] == (
         "sim_robot_node: error: backend 'bullet' is not one of mujoco, pybullet"
     )
+
+
+def test_policy_node_parameters_are_checked() -> None:
+    from robolearn.hardware.ros._rclpy import RosParameterError
+    from robolearn.hardware.ros.policy_node import PolicyNodeParams
+
+    with pytest.raises(RosParameterError, match="runtime 'tensorrt' is not one of auto, torchscript, onnx"):
+        PolicyNodeParams(policy="scripted:panda_reach", runtime="tensorrt").check()
+    with pytest.raises(RosParameterError, match="trigger 'tick' is not one of timer, observation"):
+        PolicyNodeParams(policy="scripted:panda_reach", trigger="tick").check()

@@ -37,12 +37,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from robolearn.export import load_exported, scripted_policy
+from robolearn.export import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.hardware.ros._rclpy import (
     RosParameterError,
     command_qos,
@@ -71,6 +71,9 @@ class PolicyNodeParams:
 
     policy: str = ""
     """Exported policy folder, or ``scripted:TASK`` for a task's scripted expert."""
+    runtime: str = "auto"
+    """What runs an exported network: auto (ONNX Runtime where the folder has policy.onnx and
+    onnxruntime is installed, else TorchScript), torchscript or onnx."""
     robot: str = ""
     """Safety configuration: a name (panda, crazyflie, racecar) or a YAML path; "" picks the embodiment's."""
     command_type: str = ""
@@ -95,6 +98,8 @@ class PolicyNodeParams:
             raise RosParameterError(
                 "parameter policy is required: an exported policy folder or scripted:TASK"
             )
+        if self.runtime not in RUNTIMES:
+            raise RosParameterError(f"runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
         if self.rate_hz < 0 or self.watchdog_timeout < 0:
             raise RosParameterError("rate_hz and watchdog_timeout must not be negative")
         if self.trigger not in TRIGGERS:
@@ -157,11 +162,11 @@ _CPU_LATENCY_FD: int | None = None
 """The open ``/dev/cpu_dma_latency`` request of :func:`set_realtime_priority` (released at exit)."""
 
 
-def load_policy_spec(spec: str) -> Any:
-    """An exported policy folder, or ``scripted:TASK``."""
+def load_policy_spec(spec: str, runtime: Runtime = "torchscript") -> Any:
+    """An exported policy folder (run by ``runtime``), or ``scripted:TASK``."""
     if spec.startswith("scripted:"):
         return scripted_policy(spec.removeprefix("scripted:"))
-    return load_exported(Path(spec))
+    return load_exported(Path(spec), runtime)
 
 
 class PolicyNode:
@@ -175,7 +180,7 @@ class PolicyNode:
             pin_to_cpus(parse_cpus(params.cpus))
         self.node, self.p = node, params
         torch.set_num_threads(1)  # one thread: no spinning workers stealing the control loop's core
-        self.policy = load_policy_spec(params.policy)
+        self.policy = load_policy_spec(params.policy, cast(Runtime, params.runtime))
         self.cfg = make_task_cfg(self.policy.meta.task)
         self.codec = make_codec(self.cfg, params.command_type)
         robot = params.robot or DEFAULT_ROBOTS[self.cfg.embodiment]
@@ -228,8 +233,9 @@ class PolicyNode:
         gc.freeze()  # what loading made lives on: the collector need not walk it from the control loop
         self._thread.start()
         log.info(
-            "policy %s for %s at %.0f Hz (%s), commands %s on %s, safety %s",
-            params.policy, self.cfg.name, self.rate_hz, params.trigger, self.codec.name,
+            "policy %s (%s) for %s at %.0f Hz (%s), commands %s on %s, safety %s",
+            params.policy, getattr(self.policy, "runtime", "scripted"), self.cfg.name, self.rate_hz,
+            params.trigger, self.codec.name,
             [p.topic_name for p in self.pubs.values()], robot,
         )  # fmt: skip
 

@@ -24,6 +24,7 @@ shared machine are noisy: the load average at the start is in the summary.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import struct
@@ -40,6 +41,7 @@ import torch
 
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.env import TaskEnv
+from robolearn.export import Runtime, export_policy, load_exported, read_meta
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 
@@ -63,6 +65,9 @@ class DeployBenchCfg:
     here: a short DAgger distillation of the scripted expert, exported."""
     hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the MLPs made here."""
+    runtime: Runtime = "auto"
+    """What runs the network in policy_node (see ``robolearn.export.RUNTIMES``); the MLPs made here
+    are exported with ONNX as well where the onnx package is installed."""
     latency_samples: int = 1000
     """Samples timed in the latency run (after 50 of warm-up)."""
     jitter_seconds: float = 10.0
@@ -74,7 +79,8 @@ class DeployBenchCfg:
     """Run policy_node on the last CPU and this process on the others (on a machine with at least
     two), as a deployment gives its control process a core of its own."""
     work_dir: Path | None = None
-    """Where made policies and node logs go (default: a temporary folder)."""
+    """Where made policies and node logs go (default: a temporary folder); policies made there by an
+    earlier run are used again."""
 
 
 # -- policies ------------------------------------------------------------------------------------
@@ -82,7 +88,6 @@ def make_mlp_policy(task: str, hidden: tuple[int, ...], folder: Path) -> Path:
     """An exported MLP for ``task``: a few DAgger updates on the scripted expert (timing only needs
     the network's size), exported to ``folder/<task>-policy``."""
     from robolearn.distill import DistillCmd, distill
-    from robolearn.export import export_policy
 
     cmd = DistillCmd(
         task,
@@ -98,18 +103,22 @@ def make_mlp_policy(task: str, hidden: tuple[int, ...], folder: Path) -> Path:
         name=f"{task}-distill",
     )
     summary = distill(cmd)
-    return export_policy(Path(summary["run_dir"]), folder / f"{task}-policy")
+    onnx = importlib.util.find_spec("onnx") is not None
+    return export_policy(Path(summary["run_dir"]), folder / f"{task}-policy", onnx=onnx)
 
 
 def _policies(cfg: DeployBenchCfg, folder: Path, progress: Callable[[str], None]) -> dict[str, Path]:
-    from robolearn.export import read_meta
-
     given = {read_meta(p).task: p for p in cfg.policies}
     out = {}
     for task in dict.fromkeys([LATENCY_TASK, *(t for t, _ in JITTER_RUNS)]):
-        if task not in given:
+        made = folder / f"{task}-policy"
+        if task in given:
+            out[task] = given[task]
+        elif (made / "policy.json").is_file():  # made by an earlier run in the same --work-dir
+            out[task] = made
+        else:
             progress(f"making a {'x'.join(map(str, cfg.hidden))} MLP policy for {task}")
-        out[task] = given.get(task) or make_mlp_policy(task, cfg.hidden, folder)
+            out[task] = make_mlp_policy(task, cfg.hidden, folder)
     return out
 
 
@@ -261,12 +270,11 @@ def measure_jitter(robot: StandInRobot, rate_hz: float, seconds: float) -> list[
     return (np.abs(np.diff(arrivals) - period) * 1e3).tolist()
 
 
-def policy_compute_ms(policy_dir: Path, task: str, calls: int = 1000) -> dict[str, float]:
-    """The exported network's time for one observation in this process (1 torch thread)."""
-    from robolearn.export import load_exported
-
+def policy_compute_ms(policy_dir: Path, task: str, runtime: Runtime, calls: int = 1000) -> dict[str, float]:
+    """The exported network's time for one observation in this process (1 torch thread), called
+    back to back (warm caches: in the node, with a control period between calls, it takes longer)."""
     torch.set_num_threads(1)
-    policy = load_exported(policy_dir)
+    policy = load_exported(policy_dir, runtime)
     env = TaskEnv(make_task_cfg(task), "mujoco", 1, seed=0)
     obs, _ = env.reset(seed=0)
     env.close()
@@ -322,8 +330,9 @@ def run_deploy_bench(
         summary: dict[str, Any] = {}
 
         progress(f"latency: {cfg.latency_samples} samples of {LATENCY_TASK}")
-        compute = policy_compute_ms(policies[LATENCY_TASK], LATENCY_TASK)
-        params = {"trigger": "observation", "rate_hz": 100.0, "priority": cfg.priority, "cpus": node_cpus}
+        compute = policy_compute_ms(policies[LATENCY_TASK], LATENCY_TASK, cfg.runtime)
+        node_params = {"runtime": cfg.runtime, "priority": cfg.priority, "cpus": node_cpus}
+        params = {"trigger": "observation", "rate_hz": 100.0, **node_params}
         with (
             local_node("bench_robot", domain) as node,
             _policy_node(policies[LATENCY_TASK], params, domain, folder / "latency-policy_node.log"),
@@ -338,7 +347,7 @@ def run_deploy_bench(
         rows.append({"part": "latency", "task": LATENCY_TASK, "rate_hz": 1 / LATENCY_PERIOD, **lat,
                      "samples": len(latencies), "note": note})  # fmt: skip
         rows.append({"part": "policy alone", "task": LATENCY_TASK, **compute, "samples": 1000,
-                     "note": "the network in this process"})  # fmt: skip
+                     "note": "the network in this process, back to back"})  # fmt: skip
         summary |= {
             "latency_p50_ms": lat["p50"],
             "latency_p99_ms": lat["p99"],
@@ -352,7 +361,7 @@ def run_deploy_bench(
         jitter_p99 = []
         for task, rate in JITTER_RUNS:
             progress(f"jitter: {task} at {rate:g} Hz for {cfg.jitter_seconds:g} s")
-            params = {"trigger": "timer", "rate_hz": rate, "priority": cfg.priority, "cpus": node_cpus}
+            params = {"trigger": "timer", "rate_hz": rate, **node_params}
             with (
                 local_node("bench_robot", domain) as node,
                 _policy_node(policies[task], params, domain, folder / f"jitter-{task}-policy_node.log"),
@@ -371,6 +380,7 @@ def run_deploy_bench(
         "goals": GOALS,
         "meets_goals": {k: summary[k] <= v for k, v in GOALS.items()},
         "hidden": list(cfg.hidden),
+        "runtime": load_exported(policies[LATENCY_TASK], cfg.runtime).runtime,
         "policy_node_cpus": node_cpus,
         "machine": info,
         "versions": versions(["ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-fastdds", "torch", "numpy"]),
