@@ -51,6 +51,9 @@ def test_make_device_refuses_unknown_names_and_options() -> None:
         make_device("keyboard", cfg, bindings={"jump": "j"})
     with pytest.raises(DeviceError, match="bound twice"):
         make_device("keyboard", cfg, bindings={"success": "w"})
+    for name in ("gamepad", "spacemouse"):
+        with pytest.raises(DeviceError, match=rf"^{name}: deadzone must be in \[0, 1\), got 1.5$"):
+            make_device(name, cfg, deadzone=1.5)
 
 
 # -- mapping ---------------------------------------------------------------------------------------

@@ -249,12 +249,10 @@ class GamepadDevice(HandDevice):
         scale: float = 1.0,
         drone_mode: DroneMode = "velocity",
     ) -> None:
-        super().__init__(task_cfg, scale=scale, drone_mode=drone_mode)
+        super().__init__(task_cfg, scale=scale, drone_mode=drone_mode, deadzone=deadzone)
         if backend not in ("auto", "pygame", "evdev"):
             raise DeviceError(f"gamepad: backend must be auto, pygame or evdev, got {backend!r}")
-        if not 0.0 <= deadzone < 1.0:
-            raise DeviceError(f"gamepad: deadzone must be in [0, 1), got {deadzone}")
-        self.backend, self.index, self.path, self.deadzone = backend, index, path, deadzone
+        self.backend, self.index, self.path = backend, index, path
         self.bindings = resolve_bindings(self.name, DEFAULT_BINDINGS, bindings)
         self.state = PadState()
         self.pad: PygamePad | EvdevPad | None = None

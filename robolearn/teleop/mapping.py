@@ -141,8 +141,14 @@ class HandDevice(Device):
 
     name = "hand"
 
-    def __init__(self, task_cfg: TaskCfg, *, scale: float, drone_mode: DroneMode) -> None:
+    def __init__(
+        self, task_cfg: TaskCfg, *, scale: float, drone_mode: DroneMode, deadzone: float = 0.0
+    ) -> None:
+        if not 0.0 <= deadzone < 1.0:
+            raise DeviceError(f"{self.name}: deadzone must be in [0, 1), got {deadzone}")
         self.task_cfg = task_cfg
+        self.deadzone = deadzone
+        """Axis deflection (a fraction of full scale) below which an axis reads zero."""
         self.mapper = ActionMapper(task_cfg, scale=scale, drone_mode=drone_mode, device=self.name)
         self.gripper_closed = False
 

@@ -73,10 +73,8 @@ class SpaceMouseDevice(HandDevice):
         scale: float = 1.0,
         drone_mode: DroneMode = "velocity",
     ) -> None:
-        super().__init__(task_cfg, scale=scale, drone_mode=drone_mode)
-        if not 0.0 <= deadzone < 1.0:
-            raise DeviceError(f"spacemouse: deadzone must be in [0, 1), got {deadzone}")
-        self.path, self.deadzone = path, deadzone
+        super().__init__(task_cfg, scale=scale, drone_mode=drone_mode, deadzone=deadzone)
+        self.path = path
         self.bindings = resolve_bindings(self.name, {}, bindings)
         self.mouse: Any = None
         self._hid_error: type[Exception] = Exception
