@@ -1,4 +1,4 @@
-"""Shared fixtures: tasks and backends to parametrize over, and the built wheel."""
+"""Shared fixtures: the built wheel and a distilled panda_reach student."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from robolearn.distill import DistillCmd, distill
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -35,3 +38,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     return next(out.glob("robolearn-*.whl"))
+
+
+@pytest.fixture(scope="session")
+def reach_student(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The summary of a small DAgger run on panda_reach under domain randomization, once for the
+    distillation test (what the run holds) and the end-to-end deployment (exported, over ROS)."""
+    cmd = DistillCmd(
+        task="panda_reach",
+        num_envs=8,
+        iterations=3,
+        steps_per_iteration=1_600,
+        updates_per_iteration=400,
+        hidden=(64, 64),
+        eval_episodes=8,
+        final_eval_episodes=24,
+        out=tmp_path_factory.mktemp("student"),
+        name="reach",
+    )
+    return distill(cmd)

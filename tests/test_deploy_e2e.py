@@ -8,12 +8,11 @@ success is measured on the robot's side (the simulator's episode summary).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from robolearn.distill import DistillCmd, distill
 from robolearn.export import export_policy
 from robolearn.hardware.ros._rclpy import ROS_ENV_DEFAULTS
 from robolearn.hardware.ros.harness import private_domain
@@ -23,29 +22,15 @@ pytestmark = pytest.mark.ros
 
 
 def test_trained_policy_deployed_from_a_launch_file_succeeds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reach_student: dict[str, Any]
 ) -> None:
     pytest.importorskip("rclpy")
     for key, value in ROS_ENV_DEFAULTS.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("ROS_DOMAIN_ID", str(private_domain()))
 
-    trained = distill(
-        replace(
-            DistillCmd(task="panda_reach"),
-            num_envs=8,
-            iterations=3,
-            steps_per_iteration=1_600,
-            updates_per_iteration=400,
-            hidden=(64, 64),
-            eval_episodes=8,
-            final_eval_episodes=16,
-            out=tmp_path,
-            name="reach",
-        )
-    )
-    assert trained["success_rate_randomized"] >= 0.9
-    policy = export_policy(Path(trained["run_dir"]), tmp_path / "policy")
+    assert reach_student["success_rate_randomized"] >= 0.9
+    policy = export_policy(Path(reach_student["run_dir"]), tmp_path / "policy")
 
     summary_path = tmp_path / "robot.json"
     code = run_launch(
