@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +54,7 @@ META_FILE = "policy.json"
 TORCHSCRIPT_FILE = "policy.pt"
 ONNX_FILE = "policy.onnx"
 Runtime = Literal["auto", "torchscript", "onnx"]
-RUNTIMES = ("auto", "torchscript", "onnx")
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
 """auto: ONNX Runtime where the folder has ``policy.onnx`` and onnxruntime is installed (a control
 step's network call costs a third of TorchScript's there), TorchScript otherwise."""
 FloatArray = npt.NDArray[np.float64]

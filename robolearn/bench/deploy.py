@@ -41,7 +41,7 @@ import torch
 
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.env import TaskEnv
-from robolearn.export import Runtime, export_policy, load_exported, read_meta
+from robolearn.export import ExportedPolicy, Runtime, export_policy, load_exported, read_meta
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 
@@ -270,11 +270,10 @@ def measure_jitter(robot: StandInRobot, rate_hz: float, seconds: float) -> list[
     return (np.abs(np.diff(arrivals) - period) * 1e3).tolist()
 
 
-def policy_compute_ms(policy_dir: Path, task: str, runtime: Runtime, calls: int = 1000) -> dict[str, float]:
+def policy_compute_ms(policy: ExportedPolicy, task: str, calls: int = 1000) -> dict[str, float]:
     """The exported network's time for one observation in this process (1 torch thread), called
     back to back (warm caches: in the node, with a control period between calls, it takes longer)."""
     torch.set_num_threads(1)
-    policy = load_exported(policy_dir, runtime)
     env = TaskEnv(make_task_cfg(task), "mujoco", 1, seed=0)
     obs, _ = env.reset(seed=0)
     env.close()
@@ -330,7 +329,8 @@ def run_deploy_bench(
         summary: dict[str, Any] = {}
 
         progress(f"latency: {cfg.latency_samples} samples of {LATENCY_TASK}")
-        compute = policy_compute_ms(policies[LATENCY_TASK], LATENCY_TASK, cfg.runtime)
+        latency_policy = load_exported(policies[LATENCY_TASK], cfg.runtime)
+        compute = policy_compute_ms(latency_policy, LATENCY_TASK)
         node_params = {"runtime": cfg.runtime, "priority": cfg.priority, "cpus": node_cpus}
         params = {"trigger": "observation", "rate_hz": 100.0, **node_params}
         with (
@@ -380,7 +380,7 @@ def run_deploy_bench(
         "goals": GOALS,
         "meets_goals": {k: summary[k] <= v for k, v in GOALS.items()},
         "hidden": list(cfg.hidden),
-        "runtime": load_exported(policies[LATENCY_TASK], cfg.runtime).runtime,
+        "runtime": latency_policy.runtime,
         "policy_node_cpus": node_cpus,
         "machine": info,
         "versions": versions(["ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-fastdds", "torch", "numpy"]),
