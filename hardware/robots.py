@@ -12,7 +12,7 @@ take-off and landing) are turned into the native one by :meth:`SimRobot.task_act
 robot's own controller would: that vector is what a safety layer filters and a policy outputs.
 
 :class:`SimArm`, :class:`SimDrone` and :class:`SimCar` run one world of a task's
-:class:`~robolearn.env.TaskEnv` and advance it one control period per command; a ROS node or a
+:class:`~robolearn.envs.task_env.TaskEnv` and advance it one control period per command; a ROS node or a
 script drives them like the real robots.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 import numpy as np
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.transforms import quat_from_euler, quat_to_mat, yaw_of
 from robolearn.tasks import make_task_cfg, terms

@@ -21,8 +21,8 @@ def register_gym_envs() -> None:
             continue
         gymnasium.register(
             id=gym_id(name),
-            entry_point="robolearn.env:TaskGymEnv",
-            vector_entry_point="robolearn.env:TaskEnv",
+            entry_point="robolearn.envs.task_env:TaskGymEnv",
+            vector_entry_point="robolearn.envs.task_env:TaskEnv",
             kwargs={"task": name},
             disable_env_checker=False,
         )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from robolearn.distill import DistillCmd, distill
+from robolearn.rl.distill import DistillCmd, distill
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 

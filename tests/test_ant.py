@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskError
 

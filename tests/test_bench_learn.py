@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-import robolearn.train
+import robolearn.rl.train
 from robolearn.bench.learn import LearnBenchCfg, _censored_median, format_learn_table, run_learn_bench
+from robolearn.rl.train import TrainCfg, train
 from robolearn.tasks.core import TaskError
-from robolearn.train import TrainCfg, train
 
 TINY = LearnBenchCfg(
     seeds=1,
@@ -95,7 +95,7 @@ def success_curve(monkeypatch: pytest.MonkeyPatch) -> Iterator[SuccessCurve]:
         rate = [r for steps, r in curve if learner.env_steps >= steps][-1]
         return {"success_rate": rate, "success_rate_ci95": [rate, rate], "return_mean": 0.0}
 
-    monkeypatch.setattr(robolearn.train, "_evaluate", evaluate)
+    monkeypatch.setattr(robolearn.rl.train, "_evaluate", evaluate)
     yield curve
 
 

@@ -7,7 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.transforms import quat_from_euler, yaw_of
 from robolearn.tasks import car_checkpoints as car
 from robolearn.tasks.robots import racecar

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from robolearn.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
-from robolearn.normalization import RunningNorm
-from robolearn.replay import Batch, CorruptFileError, ReplayBuffer
-from robolearn.sac import SAC, SACConfig
+from robolearn.policy.normalization import RunningNorm
+from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
+from robolearn.rl.replay import Batch, CorruptFileError, ReplayBuffer
+from robolearn.rl.sac import SAC, SACConfig
 
 CFG = SACConfig(hidden=(32, 32), batch_size=16, num_critics=3)
 

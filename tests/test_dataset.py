@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robolearn.dataset import (
+from robolearn.data.dataset import (
     ACTION,
     DONE,
     INTERVENTION,
@@ -36,7 +36,7 @@ from robolearn.dataset import (
     run_dataset,
     validate_dataset,
 )
-from robolearn.normalization import ActionScaler
+from robolearn.policy.normalization import ActionScaler
 from robolearn.tasks import make_task_cfg
 
 SHAPES = {"pos": (3,), "grip": (1,)}
@@ -173,7 +173,7 @@ def test_stats_aggregate_exactly(recorded: tuple[Path, list[list[dict]]]) -> Non
 CRASH_SCRIPT = """
 import sys, time, numpy as np
 from pathlib import Path
-from robolearn.dataset import DatasetWriter
+from robolearn.data.dataset import DatasetWriter
 w = DatasetWriter.create(Path(sys.argv[1]), repo_id="t/crash", fps=30, robot_type="panda",
     obs_shapes={"pos": (3,)}, obs_names=None, action_names=["a"], image_shape=(16, 16, 3))
 for ep in range(1000):

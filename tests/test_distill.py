@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import torch
 
-from robolearn.checkpoint import load_checkpoint
-from robolearn.distill import DistillCmd, distill
-from robolearn.env import TaskEnv
-from robolearn.evaluation import evaluate
+from robolearn.envs.task_env import TaskEnv
+from robolearn.eval.evaluation import evaluate
+from robolearn.rl.checkpoint import load_checkpoint
+from robolearn.rl.distill import DistillCmd, distill
+from robolearn.rl.train import load_policy
 from robolearn.tasks.core import TaskError
-from robolearn.train import load_policy
 
 
 def test_dagger_learns_reach_under_randomization(reach_student: dict[str, Any]) -> None:

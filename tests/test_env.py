@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import robolearn
-from robolearn.env import TaskEnv, TaskGymEnv
+from robolearn.envs.task_env import TaskEnv, TaskGymEnv
 from robolearn.sim.backend import SimError, make_backend
 from robolearn.sim.scene import UrdfAsset
 from robolearn.tasks import gym_id, make_task_cfg, task_names

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.tasks import make_task_cfg
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from robolearn.env import TaskEnv
-from robolearn.evaluation import evaluate, make_policy
+from robolearn.envs.task_env import TaskEnv
+from robolearn.eval.evaluation import evaluate, make_policy
 from robolearn.tasks import make_task_cfg, task_names
 
 # Episodes per backend in the default run; the batched backend is cheap enough for 100.

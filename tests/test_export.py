@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from robolearn.distill import DistillCmd, distill
-from robolearn.env import TaskGymEnv
-from robolearn.export import (
+from robolearn.envs.task_env import TaskGymEnv
+from robolearn.policy.export import (
     ExportCmd,
     ExportError,
     PolicyMismatchError,
@@ -29,9 +28,10 @@ from robolearn.export import (
     run_export,
     scripted_policy,
 )
-from robolearn.replay import CorruptFileError
+from robolearn.rl.distill import DistillCmd, distill
+from robolearn.rl.replay import CorruptFileError
+from robolearn.rl.train import load_policy
 from robolearn.tasks import make_task_cfg
-from robolearn.train import load_policy
 
 TASK = "panda_reach"
 
@@ -213,7 +213,7 @@ def test_loading_needs_neither_the_learner_nor_a_simulator(exported: Path) -> No
     script = f"""
 import json, sys
 import numpy as np
-from robolearn.export import load_exported
+from robolearn.policy.export import load_exported
 policy = load_exported({str(exported)!r})
 action = policy({{t.name: np.zeros(t.shape, np.float32) for t in policy.meta.obs}})
 print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
@@ -223,12 +223,12 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
     assert len(result["action"]) == 4
     modules = set(result["modules"])
     forbidden = {
-        "robolearn.train",
-        "robolearn.sac",
-        "robolearn.policy",
-        "robolearn.checkpoint",
-        "robolearn.env",
-        "robolearn.distill",
+        "robolearn.rl.train",
+        "robolearn.rl.sac",
+        "robolearn.policy.network",
+        "robolearn.rl.checkpoint",
+        "robolearn.envs.task_env",
+        "robolearn.rl.distill",
         "robolearn.sim.mujoco_backend",
         "robolearn.sim.pybullet_backend",
         "mujoco",
@@ -241,8 +241,8 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
     package = {m for m in modules if m.startswith("robolearn")}
     assert package <= {
         "robolearn",
-        "robolearn.export",
-        "robolearn.replay",
+        "robolearn.policy.export",
+        "robolearn.rl.replay",
         "robolearn.tasks",
         "robolearn.tasks.core",
         "robolearn.sim",

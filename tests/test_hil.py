@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robolearn.checkpoint import load_checkpoint
-from robolearn.dataset import read_dataset, validate_dataset
-from robolearn.sac import SACConfig
-from robolearn.train import RunState, TrainCfg, train
+from robolearn.data.dataset import read_dataset, validate_dataset
+from robolearn.rl.checkpoint import load_checkpoint
+from robolearn.rl.sac import SACConfig
+from robolearn.rl.train import RunState, TrainCfg, train
 
 
 def _hil_cfg(tmp_path: Path, **overrides: object) -> TrainCfg:
@@ -157,7 +157,7 @@ def test_a_person_at_the_keyboard_takes_over_and_marks_success(
 
 def test_recorded_demonstrations_fill_the_demonstration_buffer(tmp_path: Path) -> None:
     """``robolearn record`` then ``robolearn train --demos DIR``."""
-    from robolearn.record import RecordCmd, record
+    from robolearn.hil.record import RecordCmd, record
 
     demos_dir = tmp_path / "demos"
     recorded = record(RecordCmd("panda_reach", device="scripted", episodes=3, out=demos_dir, display="none"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from robolearn.launch import (
+from robolearn.hardware.ros.launch import (
     LaunchCmd,
     LaunchError,
     LaunchPlan,
@@ -488,7 +488,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         """,
     )
     code = (
-        "import sys; from robolearn.launch import LaunchCmd, run_launch; "
+        "import sys; from robolearn.hardware.ros.launch import LaunchCmd, run_launch; "
         f"sys.exit(run_launch(LaunchCmd({str(path)!r})))"
     )
     launcher = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE, text=True)

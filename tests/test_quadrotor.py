@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.backend import make_backend
 from robolearn.sim.mujoco_model import build_model
 from robolearn.sim.scene import SceneCfg

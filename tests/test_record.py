@@ -9,7 +9,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from robolearn.dataset import (
+from robolearn.data.dataset import (
     ACTION,
     DONE,
     INTERVENTION,
@@ -19,7 +19,7 @@ from robolearn.dataset import (
     read_dataset,
     validate_dataset,
 )
-from robolearn.record import Progress, RecordCmd, RecordError, record, run_record
+from robolearn.hil.record import Progress, RecordCmd, RecordError, record, run_record
 from robolearn.tasks import make_task_cfg
 from robolearn.teleop import DeviceError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robolearn.replay import Batch, CorruptFileError, ReplayBuffer, sample_symmetric
+from robolearn.rl.replay import Batch, CorruptFileError, ReplayBuffer, sample_symmetric
 
 SHAPES = {"pos": (3,), "grip": (1,)}
 

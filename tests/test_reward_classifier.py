@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from robolearn.dataset import SUCCESS, DatasetWriter, read_dataset
-from robolearn.env import TaskEnv
-from robolearn.replay import CorruptFileError
-from robolearn.reward_classifier import (
+from robolearn.data.dataset import SUCCESS, DatasetWriter, read_dataset
+from robolearn.envs.task_env import TaskEnv
+from robolearn.hil.reward_classifier import (
     RewardTrainCmd,
     load_reward_classifier,
     run_reward_train,
     train_reward_classifier,
 )
+from robolearn.rl.replay import CorruptFileError
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 
@@ -157,10 +157,10 @@ def test_classifier_is_the_training_reward(
     pick_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``robolearn reward eval`` and ``robolearn train --reward classifier:PATH``."""
-    from robolearn.checkpoint import load_checkpoint
-    from robolearn.cli import main
-    from robolearn.sac import SACConfig
-    from robolearn.train import TrainCfg, train
+    from robolearn.cli.main import main
+    from robolearn.rl.checkpoint import load_checkpoint
+    from robolearn.rl.sac import SACConfig
+    from robolearn.rl.train import TrainCfg, train
 
     clf = tmp_path / "clf"
     train_reward_classifier(RewardTrainCmd(pick_dataset, out=clf, epochs=20))

@@ -21,7 +21,7 @@ import yaml
 
 pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or source a ROS 2 installation")
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import (
     local_node,
@@ -191,7 +191,7 @@ def test_a_scripted_arm_succeeds_over_ros_recorded_as_a_bag_and_a_dataset(
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
-    from robolearn.dataset import INTERVENTION, REWARD, SUCCESS, read_dataset, validate_dataset
+    from robolearn.data.dataset import INTERVENTION, REWARD, SUCCESS, read_dataset, validate_dataset
 
     bag, demos = tmp_path / "bag", tmp_path / "demos"
     with open(tmp_path / "recorder.log", "w") as rlog:

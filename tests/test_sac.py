@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
-from robolearn.sac import SAC, CriticEnsemble, EnsembleLayerNorm, EnsembleLinear, SACConfig
+from robolearn.rl.sac import SAC, CriticEnsemble, EnsembleLayerNorm, EnsembleLinear, SACConfig
 
 
 def test_batched_ensemble_equals_each_critic_alone() -> None:

@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 from robolearn.teleop import DeviceError, TeleopEvent, make_device

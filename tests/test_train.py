@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from robolearn.checkpoint import load_checkpoint
-from robolearn.sac import SACConfig
-from robolearn.train import TrainCfg, train
+from robolearn.rl.checkpoint import load_checkpoint
+from robolearn.rl.sac import SACConfig
+from robolearn.rl.train import TrainCfg, train
 
 SMALL = SACConfig(hidden=(64, 64))
 

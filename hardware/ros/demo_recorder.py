@@ -16,7 +16,7 @@ episode ends when the next one begins or its ``episode`` message says so (matche
 its last frame takes the robot's success, and the reward that makes the frames' rewards add up to
 the episode's return as the robot measured it. Every frame
 is flagged ``is_intervention`` (a person drove). Episodes go to
-:class:`robolearn.dataset.DatasetWriter` (a new dataset, or appended to one of the same task).
+:class:`robolearn.data.dataset.DatasetWriter` (a new dataset, or appended to one of the same task).
 
 Run: ``demo_recorder --ros-args -p task:=panda_pick_cube -p out:=data/pick``.
 """
@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from robolearn.dataset import DatasetWriter
+from robolearn.data.dataset import DatasetWriter
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, run_node, sensor_qos
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints

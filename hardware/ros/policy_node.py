@@ -42,7 +42,6 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from robolearn.export import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.hardware.ros._rclpy import (
     RosParameterError,
     command_qos,
@@ -54,6 +53,7 @@ from robolearn.hardware.ros._rclpy import (
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
 from robolearn.hardware.safety import SafetyCfg, SafetyLayer
+from robolearn.policy.export import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.tasks import make_task_cfg
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """``sim_robot_node``: a simulated robot that presents itself on ROS 2 as a real one would.
 
-It runs one world of a task (:class:`robolearn.env.TaskEnv`, MuJoCo or PyBullet) and, every
+It runs one world of a task (:class:`robolearn.envs.task_env.TaskEnv`, MuJoCo or PyBullet) and, every
 control period of wall-clock time (or, with ``realtime`` false, whenever a command arrives):
 
 - applies the newest command (the task's action, decoded per ``command_type``) and steps;
@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, run_node, sensor_qos
 from robolearn.hardware.ros.bag import BagRecorder
 from robolearn.hardware.ros.messages import (

@@ -40,8 +40,8 @@ import numpy as np
 import torch
 
 from robolearn.bench.report import format_table, machine_info, versions
-from robolearn.env import TaskEnv
-from robolearn.export import ExportedPolicy, Runtime, export_policy, load_exported, read_meta
+from robolearn.envs.task_env import TaskEnv
+from robolearn.policy.export import ExportedPolicy, Runtime, export_policy, load_exported, read_meta
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 
@@ -66,7 +66,7 @@ class DeployBenchCfg:
     hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the MLPs made here."""
     runtime: Runtime = "auto"
-    """What runs the network in policy_node (see ``robolearn.export.RUNTIMES``); the MLPs made here
+    """What runs the network in policy_node (see ``robolearn.policy.export.RUNTIMES``); the MLPs made here
     are exported with ONNX as well where the onnx package is installed."""
     latency_samples: int = 1000
     """Samples timed in the latency run (after 50 of warm-up)."""
@@ -87,7 +87,7 @@ class DeployBenchCfg:
 def make_mlp_policy(task: str, hidden: tuple[int, ...], folder: Path) -> Path:
     """An exported MLP for ``task``: a few DAgger updates on the scripted expert (timing only needs
     the network's size), exported to ``folder/<task>-policy``."""
-    from robolearn.distill import DistillCmd, distill
+    from robolearn.rl.distill import DistillCmd, distill
 
     cmd = DistillCmd(
         task,

@@ -48,14 +48,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robolearn.actor_learner import LearnerRole, LocalExchange
 from robolearn.bench.report import format_table, machine_info, ratio, versions
-from robolearn.env import TaskEnv
-from robolearn.normalization import ObsLayout, RunningNorm
-from robolearn.replay import Batch, ReplayBuffer
-from robolearn.sac import SAC, SACConfig
+from robolearn.envs.task_env import TaskEnv
+from robolearn.policy.normalization import ObsLayout, RunningNorm
+from robolearn.rl.actor_learner import LearnerRole, LocalExchange
+from robolearn.rl.replay import Batch, ReplayBuffer
+from robolearn.rl.sac import SAC, SACConfig
+from robolearn.rl.train import RunState, TrainCfg, resolve_device, train
 from robolearn.tasks.core import TaskError
-from robolearn.train import RunState, TrainCfg, resolve_device, train
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.bench.report import machine_info, ratio, usable_cpus, versions
-from robolearn.env import TaskEnv
+from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.backend import SimError
 from robolearn.tasks import make_task_cfg, task_names
 

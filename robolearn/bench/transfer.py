@@ -2,9 +2,10 @@
 
 For each embodiment (``panda_reach``, ``quadrotor_hover``, ``car_checkpoints``), a policy trained
 on MuJoCo under domain randomization (given, or distilled here from the scripted expert with
-DAgger, :mod:`robolearn.distill`) is
+DAgger, :mod:`robolearn.rl.distill`) is
 
-1. evaluated in MuJoCo (:class:`robolearn.env.TaskEnv`, nominal task): the success it was trained for;
+1. evaluated in MuJoCo (:class:`robolearn.envs.task_env.TaskEnv`, nominal task): the success it was
+   trained for;
 2. deployed as ROS 2 nodes: ``policy_node`` (exported policy, safety layer) against
    ``sim_robot_node`` running the task on PyBullet in real time, with the robot's observations
    20 ms late and noisy at the task's sensor noise levels. The robot side counts successes.
@@ -26,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from robolearn.bench.report import format_table, machine_info, versions
-from robolearn.env import TaskEnv
-from robolearn.evaluation import evaluate
+from robolearn.envs.task_env import TaskEnv
+from robolearn.eval.evaluation import evaluate
 from robolearn.tasks import make_task_cfg
 
 log = logging.getLogger(__name__)
@@ -70,14 +71,14 @@ class TransferBenchCfg:
 def resolve_policy(spec: str | None, task: str, folder: Path, cfg: TransferBenchCfg) -> str:
     """The ``policy`` parameter of policy_node for ``spec``: ``scripted:TASK`` as it is, an exported
     folder as it is, a run folder exported into ``folder``, None distilled and exported there."""
-    from robolearn.export import META_FILE, export_policy
+    from robolearn.policy.export import META_FILE, export_policy
 
     if spec is not None and spec.startswith("scripted:"):
         return spec
     if spec is not None and (Path(spec) / META_FILE).is_file():
         return spec
     if spec is None:
-        from robolearn.distill import DistillCmd, distill
+        from robolearn.rl.distill import DistillCmd, distill
 
         cmd = DistillCmd(
             task, iterations=cfg.distill_iterations, seed=cfg.seed, out=folder, name=f"{task}-distill"
@@ -87,7 +88,7 @@ def resolve_policy(spec: str | None, task: str, folder: Path, cfg: TransferBench
 
 
 def _load(policy: str) -> Any:
-    from robolearn.export import load_exported, scripted_policy
+    from robolearn.policy.export import load_exported, scripted_policy
 
     if policy.startswith("scripted:"):
         return scripted_policy(policy.removeprefix("scripted:"))

@@ -102,7 +102,7 @@ DEVICES: dict[str, str] = {
     "gamepad": "robolearn.teleop.gamepad:GamepadDevice",
     "spacemouse": "robolearn.teleop.spacemouse:SpaceMouseDevice",
     "scripted": "robolearn.teleop.scripted:ScriptedDevice",
-    "replay": "robolearn.teleop.replay:ReplayDevice",
+    "replay": "robolearn.teleop.playback:PlaybackDevice",
 }
 """Device name to ``module:class``; every class takes ``(task_cfg, **options)``."""
 

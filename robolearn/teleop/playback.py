@@ -1,6 +1,6 @@
 """Replays recorded episodes of a LeRobot dataset as if their person were driving again.
 
-Each :meth:`~ReplayDevice.reset` moves to the next chosen episode (the first read before any
+Each :meth:`~PlaybackDevice.reset` moves to the next chosen episode (the first read before any
 reset starts the first). Every step reports the recorded action and the recorded intervention
 flag as ``intervening``, so re-recording a dataset keeps its flags. Past an episode's last frame
 it reports no action and the recorded outcome as an event (SUCCESS if a frame recorded success,
@@ -20,7 +20,7 @@ from robolearn.tasks.core import TaskCfg
 from robolearn.teleop.device import Device, DeviceError, ObsDict, TeleopCommand, TeleopEvent
 
 
-class ReplayDevice(Device):
+class PlaybackDevice(Device):
     """Plays the actions of recorded episodes of the dataset at ``root``."""
 
     name = "replay"
@@ -33,7 +33,7 @@ class ReplayDevice(Device):
         self._step = 0
 
     def connect(self) -> None:
-        from robolearn.dataset import ACTION, INTERVENTION, SUCCESS, DatasetError, read_dataset
+        from robolearn.data.dataset import ACTION, INTERVENTION, SUCCESS, DatasetError, read_dataset
 
         try:
             ds = read_dataset(self.root)

@@ -23,9 +23,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from robolearn.normalization import RunningNorm
-from robolearn.replay import CorruptFileError, ReplayBuffer
-from robolearn.sac import SAC
+from robolearn.policy.normalization import RunningNorm
+from robolearn.rl.replay import CorruptFileError, ReplayBuffer
+from robolearn.rl.sac import SAC
 
 MANIFEST = "manifest.json"
 KEEP = 2

@@ -4,7 +4,7 @@ Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (2018): tanh-Ga
 automatic temperature. Ball et al., "Efficient Online Reinforcement Learning with Offline Data"
 (RLPD, ICML 2023), the recipe SERL and HIL-SERL train with: LayerNorm in the critics, a critic
 ensemble whose target takes the minimum over a random subset (REDQ, Chen et al. 2021), a high
-update-to-data ratio and symmetric sampling of demonstrations (see :mod:`robolearn.replay`).
+update-to-data ratio and symmetric sampling of demonstrations (see :mod:`robolearn.rl.replay`).
 
 The ensemble is one set of stacked weights: every layer of every critic is one batched matmul.
 """

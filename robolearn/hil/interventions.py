@@ -22,7 +22,7 @@ import numpy.typing as npt
 from robolearn.tasks.core import Observation
 
 if TYPE_CHECKING:
-    from robolearn.dataset import DatasetWriter
+    from robolearn.data.dataset import DatasetWriter
     from robolearn.teleop import Device
 
 log = logging.getLogger(__name__)

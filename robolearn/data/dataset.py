@@ -46,10 +46,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tyro
 
-from robolearn.normalization import ActionScaler
-from robolearn.replay import Batch, CorruptFileError, ReplayBuffer
+from robolearn.data.video import write_mp4
+from robolearn.policy.normalization import ActionScaler
+from robolearn.rl.replay import Batch, CorruptFileError, ReplayBuffer
 from robolearn.tasks.core import TaskCfg
-from robolearn.video import write_mp4
 
 log = logging.getLogger(__name__)
 

@@ -24,17 +24,17 @@ from robolearn.bench.deploy import DeployBenchCfg
 from robolearn.bench.learn import LearnBenchCfg
 from robolearn.bench.sim import SimBenchCfg
 from robolearn.bench.transfer import TransferBenchCfg
-from robolearn.dataset import DatasetCmd
-from robolearn.distill import DistillCmd
-from robolearn.export import ExportCmd
-from robolearn.launch import LaunchCmd
-from robolearn.record import RecordCmd
-from robolearn.replay import CorruptFileError
-from robolearn.reward_classifier import RewardEvalCmd, RewardTrainCmd
+from robolearn.data.dataset import DatasetCmd
+from robolearn.hardware.ros.launch import LaunchCmd
+from robolearn.hil.record import RecordCmd
+from robolearn.hil.reward_classifier import RewardEvalCmd, RewardTrainCmd
+from robolearn.policy.export import ExportCmd
+from robolearn.rl.distill import DistillCmd
+from robolearn.rl.replay import CorruptFileError
+from robolearn.rl.train import TrainCfg
 from robolearn.sim.backend import BackendName, SimError
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg, task_names
 from robolearn.tasks.core import TaskError
-from robolearn.train import TrainCfg
 
 log = logging.getLogger("robolearn")
 
@@ -143,7 +143,7 @@ def _tasks(cmd: TasksCmd) -> None:
     import gymnasium as gym
     import numpy as np
 
-    from robolearn.env import TaskEnv
+    from robolearn.envs.task_env import TaskEnv
 
     listing: list[dict[str, Any]] = []
     for name in task_names():
@@ -189,11 +189,11 @@ def _tasks(cmd: TasksCmd) -> None:
 
 
 def _eval(cmd: EvalCmd) -> None:
-    from robolearn.env import TaskEnv
-    from robolearn.evaluation import make_policy
-    from robolearn.gym_adapter import GymVectorTask, gym_env_id
-    from robolearn.stats import bootstrap_ci, interquartile_mean
-    from robolearn.train import load_policy
+    from robolearn.envs.gym_adapter import GymVectorTask, gym_env_id
+    from robolearn.envs.task_env import TaskEnv
+    from robolearn.eval.evaluation import make_policy
+    from robolearn.eval.stats import bootstrap_ci, interquartile_mean
+    from robolearn.rl.train import load_policy
 
     if cmd.episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {cmd.episodes}")
@@ -243,8 +243,8 @@ def _rollout(cmd: EvalCmd, env: Any, policy: Any, label: str) -> dict[str, Any]:
     """Evaluate one policy with a progress bar; print its line; return its summary."""
     from tqdm import tqdm
 
-    from robolearn.evaluation import evaluate
-    from robolearn.video import write_mp4
+    from robolearn.data.video import write_mp4
+    from robolearn.eval.evaluation import evaluate
 
     with tqdm(
         total=cmd.episodes, desc=f"{env.name} on {env.backend_name}", unit="ep", file=sys.stderr
@@ -275,7 +275,7 @@ def _rollout(cmd: EvalCmd, env: Any, policy: Any, label: str) -> dict[str, Any]:
 def _train(cmd: TrainCfg) -> None:
     from tqdm import tqdm
 
-    from robolearn.train import RunState, train
+    from robolearn.rl.train import RunState, train
 
     bar = tqdm(total=cmd.steps, desc=f"train {cmd.task}", unit="step", file=sys.stderr, dynamic_ncols=True)
     last = [0.0]
@@ -350,30 +350,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         elif isinstance(cmd, BenchCmd):
             _bench(cmd)
         elif isinstance(cmd, DistillCmd):
-            from robolearn.distill import run_distill
+            from robolearn.rl.distill import run_distill
 
             run_distill(cmd)
         elif isinstance(cmd, ExportCmd):
-            from robolearn.export import run_export
+            from robolearn.policy.export import run_export
 
             run_export(cmd)
         elif isinstance(cmd, DatasetCmd):
-            from robolearn.dataset import run_dataset
+            from robolearn.data.dataset import run_dataset
 
             run_dataset(cmd)
         elif isinstance(cmd, RecordCmd):
-            from robolearn.record import run_record
+            from robolearn.hil.record import run_record
 
             run_record(cmd)
         elif isinstance(cmd, RewardCmd):
-            from robolearn.reward_classifier import run_reward_eval, run_reward_train
+            from robolearn.hil.reward_classifier import run_reward_eval, run_reward_train
 
             if isinstance(cmd.what, RewardTrainCmd):
                 run_reward_train(cmd.what)
             else:
                 run_reward_eval(cmd.what)
         elif isinstance(cmd, LaunchCmd):
-            from robolearn.launch import run_launch
+            from robolearn.hardware.ros.launch import run_launch
 
             raise SystemExit(run_launch(cmd))
     except (TaskError, SimError, UsageError, CorruptFileError, ValueError) as exc:

@@ -40,10 +40,10 @@ import torch
 import tyro
 
 from robolearn import __version__
-from robolearn.replay import CorruptFileError
+from robolearn.rl.replay import CorruptFileError
 
 if TYPE_CHECKING:
-    from robolearn.policy import Policy
+    from robolearn.policy.network import Policy
     from robolearn.tasks.core import TaskCfg
 
 log = logging.getLogger(__name__)
@@ -472,7 +472,7 @@ def _task_meta(
 
 def scripted_policy(task_name: str) -> ScriptedPolicy:
     """A task's scripted expert with the deployed-policy interface and metadata."""
-    from robolearn.env import TaskEnv
+    from robolearn.envs.task_env import TaskEnv
     from robolearn.tasks import make_task_cfg
     from robolearn.tasks.core import TaskError
 
@@ -493,9 +493,9 @@ def export_policy(run_dir: Path, out: Path, *, onnx: bool = False, force: bool =
     The folder is written beside ``out`` and renamed into place, so a crash leaves no half policy.
     The exported graph is checked against the run's policy on random observations before that.
     """
-    from robolearn.gym_adapter import gym_env_id
+    from robolearn.envs.gym_adapter import gym_env_id
+    from robolearn.rl.train import load_policy
     from robolearn.tasks import make_task_cfg
-    from robolearn.train import load_policy
 
     out = Path(out)
     if out.exists() and not force:
@@ -593,7 +593,7 @@ def _split(flat: npt.NDArray[np.float32], meta: PolicyMeta) -> dict[str, npt.NDA
 class ExportCmd:
     """Export a trained policy to a self-contained folder: TorchScript (and optionally ONNX) plus metadata.
 
-    The folder loads with ``robolearn.export.load_exported`` without the learner or a simulator.
+    The folder loads with ``robolearn.policy.export.load_exported`` without the learner or a simulator.
     """
 
     run: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN")]]

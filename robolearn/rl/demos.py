@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from robolearn.env import transition_next_obs
-from robolearn.normalization import ActionScaler
-from robolearn.replay import Batch, ReplayBuffer
+from robolearn.envs.task_env import transition_next_obs
+from robolearn.policy.normalization import ActionScaler
+from robolearn.rl.replay import Batch, ReplayBuffer
 
 
 def collect_scripted_demos(

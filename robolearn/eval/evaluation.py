@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from robolearn.env import TaskEnv
-from robolearn.gym_adapter import GymVectorTask
+from robolearn.envs.gym_adapter import GymVectorTask
+from robolearn.envs.task_env import TaskEnv
+from robolearn.eval.stats import bootstrap_ci
 from robolearn.sim.backend import FloatArray
-from robolearn.stats import bootstrap_ci
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
 
 Policy = Callable[[Observation], FloatArray]

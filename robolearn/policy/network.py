@@ -13,8 +13,8 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from robolearn.normalization import ObsLayout
-from robolearn.sac import Actor
+from robolearn.policy.normalization import ObsLayout
+from robolearn.rl.sac import Actor
 
 
 class Policy(nn.Module):

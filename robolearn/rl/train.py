@@ -24,17 +24,17 @@ import numpy as np
 import torch
 import tyro
 
-from robolearn.actor_learner import ActorRole, LearnerRole, LocalExchange, Weights
-from robolearn.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
-from robolearn.demos import collect_scripted_demos
-from robolearn.env import TaskEnv
-from robolearn.evaluation import evaluate
-from robolearn.gym_adapter import GymVectorTask, gym_env_id
-from robolearn.interventions import EpisodeRecorder, Interventions
-from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
-from robolearn.policy import Policy, policy_from_weights
-from robolearn.replay import CorruptFileError, ReplayBuffer
-from robolearn.sac import SAC, SACConfig
+from robolearn.envs.gym_adapter import GymVectorTask, gym_env_id
+from robolearn.envs.task_env import TaskEnv
+from robolearn.eval.evaluation import evaluate
+from robolearn.hil.interventions import EpisodeRecorder, Interventions
+from robolearn.policy.network import Policy, policy_from_weights
+from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.rl.actor_learner import ActorRole, LearnerRole, LocalExchange, Weights
+from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
+from robolearn.rl.demos import collect_scripted_demos
+from robolearn.rl.replay import CorruptFileError, ReplayBuffer
+from robolearn.rl.sac import SAC, SACConfig
 from robolearn.sim.backend import BackendName
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg
 from robolearn.tasks.core import TaskError
@@ -219,7 +219,7 @@ def train(
         )
     reward_fn = _reward_fn(cfg)
     if cfg.demos:
-        from robolearn.dataset import read_dataset
+        from robolearn.data.dataset import read_dataset
 
         for root in cfg.demos:
             read_dataset(root)  # a missing or malformed dataset fails here, before anything is written
@@ -395,7 +395,7 @@ def _demo_buffer(
         buffer.add(scripted.take(np.arange(len(scripted))))
         log.info("scripted demonstrations: %d successful of %d episodes", cfg.scripted_demos, attempts)
     if cfg.demos:
-        from robolearn.dataset import load_demo_buffer
+        from robolearn.data.dataset import load_demo_buffer
 
         for root in cfg.demos:
             recorded = load_demo_buffer(root, scaler, obs_shapes, cfg.replay_capacity)
@@ -411,7 +411,7 @@ def _reward_fn(cfg: TrainCfg) -> Callable[[Any], Any] | None:
     kind, _, path = cfg.reward.partition(":")
     if kind != "classifier" or not path:
         raise TaskError(f"--reward must be 'task' or 'classifier:PATH', got {cfg.reward!r}")
-    from robolearn.reward_classifier import load_reward_classifier
+    from robolearn.hil.reward_classifier import load_reward_classifier
 
     classifier = load_reward_classifier(Path(path), threshold=cfg.reward_threshold)
     if classifier.needs_images:
@@ -428,7 +428,7 @@ def _human_in_the_loop(
     """The devices watching the worlds, and the dataset every training episode is written to."""
     if not cfg.hil:
         return None, None
-    from robolearn.dataset import DatasetWriter
+    from robolearn.data.dataset import DatasetWriter
     from robolearn.teleop import HAND_DEVICES, make_device
 
     task = make_task_cfg(cfg.task)
@@ -470,7 +470,7 @@ def _hil_display(cfg: TrainCfg) -> Literal["window", "png"]:
 
 def _human_view(cfg: TrainCfg, env: Any, run_dir: Path) -> tuple[Callable[[], None], float]:
     """A person watches world 0 in real time: a window where there is a display, else PNG frames."""
-    from robolearn.record import Viewer
+    from robolearn.hil.record import Viewer
 
     viewer = Viewer(_hil_display(cfg), run_dir / "preview", 2.0)
     viewer.open(f"robolearn train --hil {cfg.task}", env.render_size)
@@ -539,14 +539,14 @@ def _finish(
         "evals": state.evals,
         "checkpoint": str(run_dir / "checkpoints"),
     }
-    from robolearn.plots import plot_learning_curve
+    from robolearn.eval.plots import plot_learning_curve
 
     summary["learning_curve"] = str(
         plot_learning_curve(state.evals, run_dir / "learning_curve.png", cfg.task)
     )
     human = learner.episodes.interventions
     if cfg.hil:
-        from robolearn.plots import plot_intervention_rate
+        from robolearn.eval.plots import plot_intervention_rate
 
         summary["interventions"] = {
             "episodes": len(human.rates),
@@ -559,7 +559,7 @@ def _finish(
             "plot": str(plot_intervention_rate(human.rates, run_dir / "interventions.png", cfg.task)),
         }
     if cfg.video:
-        from robolearn.video import write_mp4
+        from robolearn.data.video import write_mp4
 
         policy = policy_from_weights(learner.weights(), layout, scaler.low, scaler.high, cfg.sac.hidden)
         video_env = make_train_env(cfg, 1, cfg.seed + 2, render=True)

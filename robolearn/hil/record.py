@@ -3,7 +3,7 @@
 One world of the task runs in simulation. Every control step the device is read with the
 current observation; its action drives the world (or, with ``--policy``, the policy drives and
 the device's action replaces it while the person intervenes, as in HIL-SERL), and the step is
-recorded with :class:`robolearn.dataset.DatasetWriter`, flagged ``is_intervention`` where the
+recorded with :class:`robolearn.data.dataset.DatasetWriter`, flagged ``is_intervention`` where the
 person drove. Frames are added one step late, so a success or failure the person marks after
 seeing a step's outcome lands on that step's frame. The episode's initial state is drawn from
 the seed and the episode's index in the dataset, so a re-recorded episode starts where the
@@ -31,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import tyro
 
-from robolearn.dataset import ACTION, OBS, DatasetWriter, read_dataset
-from robolearn.env import TaskEnv
+from robolearn.data.dataset import ACTION, OBS, DatasetWriter, read_dataset
+from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.backend import BackendName, FloatArray
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg
 from robolearn.tasks.core import Observation, TaskCfg
@@ -213,13 +213,13 @@ def _base_policy(cmd: RecordCmd, cfg: TaskCfg) -> Callable[[Observation], FloatA
     if cmd.policy == "none":
         return None
     if cmd.policy in ("scripted", "random"):
-        from robolearn.evaluation import make_policy
+        from robolearn.eval.evaluation import make_policy
 
         return make_policy(cmd.policy, cfg, 1, cmd.seed)
     run = Path(cmd.policy)
     if not run.exists():
         raise RecordError(f"--policy must be none, scripted, random or a run folder; {run} does not exist")
-    from robolearn.train import load_policy
+    from robolearn.rl.train import load_policy
 
     policy, meta = load_policy(run)
     if meta.get("task") != cfg.name:

@@ -9,7 +9,7 @@ the states its own mistakes lead to.
 
 The student is SAC's actor (its tanh of the mean) fitted in the policy's [-1, 1] action space, with
 observations standardized by running statistics, so the result is an ordinary
-:class:`robolearn.policy.Policy`. Rollouts run under the task's domain randomization on a batched
+:class:`robolearn.policy.network.Policy`. Rollouts run under the task's domain randomization on a batched
 backend. The run folder has the checkpoint layout of ``robolearn train`` (weights, normalizer and
 the policy record ``load_policy`` reads), so ``robolearn eval`` and ``robolearn export`` take it.
 """
@@ -32,17 +32,17 @@ import torch
 import torch.nn.functional as F
 import tyro
 
-from robolearn.checkpoint import save_checkpoint
-from robolearn.env import TaskEnv
-from robolearn.evaluation import evaluate
-from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
-from robolearn.policy import Policy
-from robolearn.replay import ReplayBuffer
-from robolearn.sac import SAC, Actor, SACConfig
+from robolearn.envs.task_env import TaskEnv
+from robolearn.eval.evaluation import evaluate
+from robolearn.policy.network import Policy
+from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.rl.checkpoint import save_checkpoint
+from robolearn.rl.replay import ReplayBuffer
+from robolearn.rl.sac import SAC, Actor, SACConfig
+from robolearn.rl.train import TrainCfg, policy_meta
 from robolearn.sim.backend import BackendName
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg, TaskError
-from robolearn.train import TrainCfg, policy_meta
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
             "distill": {"env_steps": env_steps, "samples": len(x_all), "rounds": len(evals)},
         },
     )
-    from robolearn.plots import plot_learning_curve
+    from robolearn.eval.plots import plot_learning_curve
 
     summary: dict[str, Any] = {
         "task": cmd.task,

@@ -1,6 +1,6 @@
 """Any Gymnasium environment id as a robolearn training environment (``gym:Pendulum-v1``).
 
-The adapter gives a Gymnasium vector env the conventions of :class:`robolearn.env.TaskEnv`: dict
+The adapter gives a Gymnasium vector env the conventions of :class:`robolearn.envs.task_env.TaskEnv`: dict
 observations, same-step autoreset with ``final_obs``, and ``final_info`` carrying each episode's
 return, length and success (Gymnasium's ``is_success`` where the env reports it).
 """

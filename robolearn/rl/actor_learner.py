@@ -20,11 +20,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from robolearn.env import transition_next_obs
-from robolearn.interventions import EpisodeRecorder, Interventions, InterventionStats
-from robolearn.normalization import ActionScaler, ObsLayout, RunningNorm
-from robolearn.replay import Batch, ReplayBuffer, sample_symmetric
-from robolearn.sac import SAC
+from robolearn.envs.task_env import transition_next_obs
+from robolearn.hil.interventions import EpisodeRecorder, Interventions, InterventionStats
+from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.rl.replay import Batch, ReplayBuffer, sample_symmetric
+from robolearn.rl.sac import SAC
 
 Weights = dict[str, npt.NDArray[np.float32]]
 

@@ -29,8 +29,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robolearn import __version__
-from robolearn.dataset import IMAGES, OBS, STATE, SUCCESS, DatasetError, read_dataset
-from robolearn.replay import CorruptFileError
+from robolearn.data.dataset import IMAGES, OBS, STATE, SUCCESS, DatasetError, read_dataset
+from robolearn.rl.replay import CorruptFileError
 
 log = logging.getLogger(__name__)
 
