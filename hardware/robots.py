@@ -1,4 +1,4 @@
-"""Robots in the task definitions' physical units, and simulated robots behind the same interface.
+"""Robots in the task definitions' physical units: states, commands and the robot interface.
 
 As LeRobot's ``Robot``: a robot has ``connect / get_state / send_command / disconnect``, is a
 context manager, and knows its state features, action features and command types before it
@@ -8,52 +8,43 @@ in the units of :mod:`robolearn.tasks` (metres, radians, newtons, seconds; quate
 Each embodiment has one *native* command, the tasks' action (:class:`EeDelta`,
 :class:`RateSetpoint`, :class:`SpeedSteering`), with ``to_action`` / ``from_action`` to and from
 the task's action vector. Other commands (joint targets, velocity and position setpoints,
-take-off and landing) are turned into the native one by :meth:`SimRobot.task_action`, the way the
-robot's own controller would: that vector is what a safety layer filters and a policy outputs.
-
-:class:`SimArm`, :class:`SimDrone` and :class:`SimCar` run one world of a task's
-:class:`~robolearn.envs.task_env.TaskEnv` and advance it one control period per command; a ROS node or a
-script drives them like the real robots.
+take-off and landing) are turned into the native one the way the robot's own controller would
+(:class:`DroneController` for the drone): that vector is what a safety layer filters and a policy
+outputs. The simulated robots behind this interface are in :mod:`robolearn.hardware.sim_robot`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, fields, replace
-from types import TracebackType
-from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from robolearn.envs.task_env import TaskEnv
+from robolearn.errors import RobolearnError
 from robolearn.sim.backend import FloatArray
-from robolearn.sim.transforms import quat_from_euler, quat_to_mat, yaw_of
-from robolearn.tasks import make_task_cfg, terms
-from robolearn.tasks.car_checkpoints import body_velocity, steering_angle, yaw_rate
+from robolearn.sim.transforms import quat_to_mat, yaw_of
+from robolearn.tasks import terms
 from robolearn.tasks.core import TaskCfg
-from robolearn.tasks.quadrotor_hover import CascadedCtbrExpert
-from robolearn.tasks.robots.crazyflie import GRAVITY
+from robolearn.tasks.robots.crazyflie import GRAVITY, CascadedCtbrExpert
 from robolearn.tasks.robots.crazyflie import NAME as DRONE_FRAME
-from robolearn.tasks.robots.panda import ARM_JOINTS, FINGER_JOINTS, servo_step
 from robolearn.tasks.robots.racecar import ROBOT_NAME as CAR_FRAME
+from robolearn.tasks.robots.racecar import body_velocity, steering_angle, yaw_rate
 
-log = logging.getLogger(__name__)
 
-
-class RobotError(ValueError):
+class RobotError(RobolearnError):
     """A robot used wrongly (not connected, a command it does not take); the message says what is allowed."""
 
 
 # -- states ------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class ArmState:
-    """A Panda's measured state, in the robot base frame (the tasks' world frame)."""
+    """An arm's measured state, in the robot base frame (the tasks' world frame)."""
 
     joint_pos: FloatArray
-    """(7,) arm joint positions (rad)."""
+    """(n,) arm joint positions (rad or m), in the order of the robot's ``arm_joints``."""
     joint_vel: FloatArray
-    """(7,) arm joint velocities (rad/s)."""
+    """(n,) arm joint velocities (rad/s or m/s)."""
     ee_pos: FloatArray
     """(3,) tool centre point position (m)."""
     ee_quat: FloatArray
@@ -61,18 +52,18 @@ class ArmState:
     ee_linvel: FloatArray
     """(3,) tool centre point velocity (m/s)."""
     gripper_opening: float
-    """Distance between the fingers (m)."""
+    """Distance between the fingers (m): the sum of the gripper joints' positions; 0 without a gripper."""
     stamp: float
     """Time of the measurement (s)."""
 
     SHAPES: ClassVar[dict[str, tuple[int, ...]]] = {
-        "joint_pos": (7,),
-        "joint_vel": (7,),
+        "joint_pos": (-1,),
+        "joint_vel": (-1,),
         "ee_pos": (3,),
         "ee_quat": (4,),
         "ee_linvel": (3,),
     }
-    """Shapes of the array fields."""
+    """Shapes of the array fields; -1: one entry per arm joint (:func:`state_features` with a task)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,9 +114,16 @@ class CarState:
 RobotState = ArmState | DroneState | CarState
 
 
-def state_features(state_type: type[RobotState]) -> dict[str, tuple[int, ...]]:
-    """Name to shape of every field of a state type, scalars as ``()`` (known without a robot)."""
-    return {f.name: state_type.SHAPES.get(f.name, ()) for f in fields(state_type)}
+def state_features(
+    state_type: type[RobotState], task_cfg: TaskCfg | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Name to shape of every field of a state type, scalars as ``()`` (known without a robot); with
+    a task, an arm's joint fields have one entry per joint of its robot's ``arm_joints``."""
+    joints = len(task_cfg.scene.robot.arm_joints) if task_cfg is not None else -1
+    return {
+        f.name: tuple(joints if n == -1 else n for n in state_type.SHAPES.get(f.name, ()))
+        for f in fields(state_type)
+    }
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -133,7 +131,7 @@ def state_features(state_type: type[RobotState]) -> dict[str, tuple[int, ...]]:
 class EeDelta:
     """Arm: move the impedance target by (dx, dy, dz) this control step, set the gripper opening (m).
 
-    The arm tasks' action.
+    The arm tasks' action; an arm without a gripper has no ``gripper`` (None).
     """
 
     dx: float
@@ -142,16 +140,17 @@ class EeDelta:
     """Displacement along y (m)."""
     dz: float
     """Displacement along z (m)."""
-    gripper: float
-    """Opening between the fingers (m)."""
+    gripper: float | None = None
+    """Opening between the fingers (m); None for an arm without a gripper."""
 
     def to_action(self) -> FloatArray:
-        return np.array([self.dx, self.dy, self.dz, self.gripper], dtype=np.float64)
+        grip = () if self.gripper is None else (self.gripper,)
+        return np.array([self.dx, self.dy, self.dz, *grip], dtype=np.float64)
 
     @classmethod
     def from_action(cls, action: FloatArray) -> EeDelta:
-        dx, dy, dz, gripper = (float(v) for v in action)
-        return cls(dx, dy, dz, gripper)
+        dx, dy, dz, *gripper = (float(v) for v in action)
+        return cls(dx, dy, dz, gripper[0] if gripper else None)
 
 
 @dataclass(frozen=True)
@@ -159,9 +158,9 @@ class JointPositions:
     """Arm: servo the joints toward target positions (rad), set the gripper opening (m)."""
 
     positions: tuple[float, ...]
-    """Seven joint targets (rad)."""
-    gripper: float
-    """Opening between the fingers (m)."""
+    """One target per arm joint (rad or m), in the robot's ``arm_joints`` order."""
+    gripper: float | None = None
+    """Opening between the fingers (m); None for an arm without a gripper."""
 
 
 @dataclass(frozen=True)
@@ -169,9 +168,9 @@ class JointVelocities:
     """Arm: move the joints at these velocities (rad/s) for a control period, set the gripper opening (m)."""
 
     velocities: tuple[float, ...]
-    """Seven joint velocities (rad/s)."""
-    gripper: float
-    """Opening between the fingers (m)."""
+    """One velocity per arm joint (rad/s or m/s), in the robot's ``arm_joints`` order."""
+    gripper: float | None = None
+    """Opening between the fingers (m); None for an arm without a gripper."""
 
 
 @dataclass(frozen=True)
@@ -320,42 +319,13 @@ class ActionFilter(Protocol):
     def filter(self, action: FloatArray, state: Any, now: float) -> FloatArray: ...
 
 
-# -- kinematics and controllers ------------------------------------------------------------------
-# Joint origins of panda.urdf (Franka's published kinematics): translation from the parent
-# joint (m) and roll about the parent's x axis (rad); every joint turns about its own z axis.
-_PANDA_JOINT_ORIGINS = (
-    ((0.0, 0.0, 0.333), 0.0),
-    ((0.0, 0.0, 0.0), -math.pi / 2),
-    ((0.0, -0.316, 0.0), math.pi / 2),
-    ((0.0825, 0.0, 0.0), math.pi / 2),
-    ((-0.0825, 0.384, 0.0), -math.pi / 2),
-    ((0.0, 0.0, 0.0), math.pi / 2),
-    ((0.088, 0.0, 0.0), math.pi / 2),
-)
-_PANDA_TOOL_OFFSET = 0.107 + 0.105
-"""Flange, then the grasp target between the fingertips, along link 7's z axis (m)."""
-
-
-def panda_tool_position(joint_pos: FloatArray) -> FloatArray:
-    """(3,) tool centre point position (m, base frame) of seven Panda joint positions (rad)."""
-    rot, pos = np.eye(3), np.zeros(3)
-    for (offset, roll), angle in zip(_PANDA_JOINT_ORIGINS, joint_pos, strict=True):
-        pos = pos + rot @ np.asarray(offset)
-        cr, sr, ca, sa = math.cos(roll), math.sin(roll), math.cos(angle), math.sin(angle)
-        rot = (
-            rot
-            @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-            @ np.array([[ca, -sa, 0], [sa, ca, 0], [0, 0, 1]])
-        )
-    return pos + rot[:, 2] * _PANDA_TOOL_OFFSET
-
-
+# -- controllers ---------------------------------------------------------------------------------
 class DroneController:
     """Velocity and position setpoints to collective thrust and body rates: the outer loops of a
     Crazyflie's cascade (its firmware turns velocity and position setpoints into attitude and rate
     targets the same way), for a drone whose inner rate loop takes CTBR.
 
-    The control law is the quadrotor tasks' :class:`~robolearn.tasks.quadrotor_hover.CascadedCtbrExpert`,
+    The control law is the Crazyflie's :class:`~robolearn.tasks.robots.crazyflie.CascadedCtbrExpert`,
     with its gains: velocity loop a = kd (v_des - v), kd = (4, 4, 8) 1/s, horizontal acceleration
     limited by a 0.5 rad tilt; position loop v_des = (kp / kd) e = (1.5, 1.5, 2.5) 1/s times the
     error, at most ``max_speed``; attitude loop rates = -(10, 10, 4) 1/s times the SO(3) error.
@@ -413,13 +383,15 @@ def robot_state(env: Any, stamp: float) -> RobotState:
     world, or a view of a real robot's messages) for its task's embodiment, stamped ``stamp`` (s)."""
     embodiment = env.cfg.embodiment
     if embodiment == "arm":
+        robot = env.cfg.scene.robot  # the joints the robot's description file names
+        fingers = robot.gripper_joints
         return ArmState(
-            joint_pos=env.sim.joint_pos(ARM_JOINTS)[0].copy(),
-            joint_vel=env.sim.joint_vel(ARM_JOINTS)[0].copy(),
+            joint_pos=env.sim.joint_pos(robot.arm_joints)[0].copy(),
+            joint_vel=env.sim.joint_vel(robot.arm_joints)[0].copy(),
             ee_pos=terms.frame_pos(env, "ee")[0].copy(),
             ee_quat=terms.frame_quat(env, "ee")[0].copy(),
             ee_linvel=terms.frame_linvel(env, "ee")[0].copy(),
-            gripper_opening=float(terms.joint_pos_sum(env, FINGER_JOINTS)[0, 0]),
+            gripper_opening=float(terms.joint_pos_sum(env, fingers)[0, 0]) if fingers else 0.0,
             stamp=stamp,
         )
     if embodiment == "drone":
@@ -440,288 +412,3 @@ def robot_state(env: Any, stamp: float) -> RobotState:
             stamp=stamp,
         )
     raise RobotError(f"no robot state for a {embodiment}; embodiments with one: arm, drone, car")
-
-
-# -- simulated robots ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StepOutcome:
-    """What the task made of the last control step of a simulated robot."""
-
-    reward: float
-    """The task's reward."""
-    success: bool
-    """The task's success condition held."""
-    terminated: bool
-    """The episode reached a terminal state (success or failure, such as a crash)."""
-    truncated: bool
-    """The episode reached its time limit."""
-
-
-StateT = TypeVar("StateT", ArmState, DroneState, CarState)
-NativeT = TypeVar("NativeT", EeDelta, RateSetpoint, SpeedSteering)
-
-
-class SimRobot(Generic[StateT, NativeT]):
-    """One world of a task run as a robot: each command advances it one control period.
-
-    The world does not reset by itself when the task's episode ends (``last_step`` says so);
-    :meth:`reset` starts a new episode. Time (``time``, the states' stamps) is simulated time and
-    keeps running across resets. With ``safety``, every command's action passes through its
-    ``filter`` before it is applied, and every state read feeds its watchdog.
-    """
-
-    embodiment: ClassVar[str]
-    state_type: ClassVar[type[RobotState]]
-    native_command: ClassVar[type[NativeCommand]]
-    command_types: ClassVar[tuple[type, ...]]
-
-    def __init__(
-        self, task: str, backend: str = "mujoco", *, seed: int = 0, safety: ActionFilter | None = None
-    ) -> None:
-        cfg = make_task_cfg(task)
-        if cfg.embodiment != self.embodiment:
-            raise RobotError(
-                f"{type(self).__name__} drives {self.embodiment} tasks; task {task} is for a {cfg.embodiment}"
-            )
-        if backend not in cfg.backends:
-            raise RobotError(
-                f"task {task} does not run on backend {backend!r}; it runs on {', '.join(cfg.backends)}"
-            )
-        self.task_cfg, self.backend, self.seed, self.safety = cfg, backend, seed, safety
-        self.name = f"sim_{cfg.name}"
-        self.state_features = state_features(self.state_type)
-        self.action_features = dict(zip(cfg.action.names, cfg.action.units, strict=True))
-        self.time = 0.0
-        self.last_step = StepOutcome(0.0, False, False, False)
-        self._env: TaskEnv | None = None
-        self._obs: dict[str, np.ndarray] = {}
-
-    # -- lifecycle
-    @property
-    def is_connected(self) -> bool:
-        return self._env is not None
-
-    def connect(self) -> None:
-        """Build the simulated world and start the first episode."""
-        if self._env is not None:
-            raise RobotError(f"{self.name} is already connected")
-        self._env = TaskEnv(self.task_cfg, self.backend, 1, seed=self.seed, autoreset=False)
-        self.reset()
-
-    def disconnect(self) -> None:
-        if self._env is not None:
-            self._env.close()
-            self._env = None
-
-    def __enter__(self) -> Self:
-        self.connect()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.disconnect()
-
-    def reset(self, seed: int | None = None) -> None:
-        """Start a new episode from the task's reset distribution."""
-        env = self._connected()
-        obs, _ = env.reset(seed=seed)
-        self._obs = {k: v[0] for k, v in obs.items()}
-        self.last_step = StepOutcome(0.0, False, False, False)
-        self._after_reset(env)
-
-    # -- state and commands
-    def get_state(self) -> StateT:
-        state = self._read_state(self._connected())
-        if self.safety is not None:
-            self.safety.observed(state.stamp)
-        return state
-
-    def observation(self) -> dict[str, np.ndarray]:
-        """The task's observation of the current state (float32, no batch axis), what a policy reads."""
-        self._connected()
-        return {k: v.copy() for k, v in self._obs.items()}
-
-    def send_command(self, cmd: Command) -> NativeT:
-        """Apply a command for one control period; return the native command applied (after the
-        robot's own controller, the safety filter and the task's action bounds)."""
-        env = self._connected()
-        action = self.task_action(cmd)
-        if self.safety is not None:
-            action = self.safety.filter(action, self.get_state(), self.time)
-        obs, reward, terminated, truncated, info = env.step(action[None])
-        self.time += self.task_cfg.control_dt
-        self._obs = {k: v[0] for k, v in obs.items()}
-        self.last_step = StepOutcome(
-            float(reward[0]), bool(info["success"][0]), bool(terminated[0]), bool(truncated[0])
-        )
-        return self.from_task_action(env.action[0])
-
-    def task_action(self, cmd: Command) -> FloatArray:
-        """The task action vector a command amounts to now (the robot's controller, in one step)."""
-        if not isinstance(cmd, self.command_types):
-            names = ", ".join(t.__name__ for t in self.command_types)
-            raise RobotError(f"{type(self).__name__} takes {names}; got {type(cmd).__name__}")
-        if isinstance(cmd, self.native_command):
-            return cmd.to_action()
-        return self._controller_action(cmd, self._read_state(self._connected()))
-
-    def from_task_action(self, action: FloatArray) -> NativeT:
-        """The native command of a task action vector."""
-        return self.native_command.from_action(np.asarray(action, dtype=np.float64))  # type: ignore[return-value]
-
-    # -- per embodiment
-    def _read_state(self, env: TaskEnv) -> StateT:
-        return robot_state(env, self.time)  # type: ignore[return-value]
-
-    def _controller_action(self, cmd: Command, state: StateT) -> FloatArray:
-        raise NotImplementedError
-
-    def _after_reset(self, env: TaskEnv) -> None:
-        """Bring a freshly reset world into the robot's starting condition."""
-
-    def _connected(self) -> TaskEnv:
-        if self._env is None:
-            raise RobotError(f"{self.name} is not connected; call connect() or use it as a context manager")
-        return self._env
-
-
-class SimArm(SimRobot[ArmState, EeDelta]):
-    """A simulated Franka Panda of an arm task, driven through the task's Cartesian impedance target.
-
-    Joint commands go through the same target, since the tasks' controller is Cartesian: a joint
-    target becomes the tool position it puts the tool at (:func:`panda_tool_position`), approached
-    with the scripted experts' damped servo step; joint velocities become the tool displacement
-    they make in one control period. The controller keeps the tool pointing down and leaves the
-    arm's redundancy free, so only the tool position of a joint command is followed.
-    """
-
-    embodiment = "arm"
-    state_type = ArmState
-    native_command = EeDelta
-    command_types = (EeDelta, JointPositions, JointVelocities)
-
-    def _controller_action(self, cmd: Command, state: ArmState) -> FloatArray:
-        if isinstance(cmd, JointPositions):
-            offset = panda_tool_position(np.asarray(cmd.positions)) - state.ee_pos
-            delta = servo_step(offset[None], state.ee_linvel[None], self.task_cfg.action.high[0])[0]
-        elif isinstance(cmd, JointVelocities):
-            moved = state.joint_pos + np.asarray(cmd.velocities) * self.task_cfg.control_dt
-            delta = panda_tool_position(moved) - panda_tool_position(state.joint_pos)
-        else:
-            raise AssertionError(cmd)  # task_action checked the type
-        return np.array([*delta, cmd.gripper])
-
-
-class SimDrone(SimRobot[DroneState, RateSetpoint]):
-    """A simulated Crazyflie of a quadrotor task.
-
-    ``start="task"``: each episode starts where the task's reset puts the drone (in the air,
-    armed), so a policy can fly it at once. ``start="ground"``: the drone rests level on the floor
-    under that point, disarmed, waiting for ``Arming(True)`` and ``Takeoff``. Velocity and position
-    setpoints, take-off and landing go through :class:`DroneController` to thrust and body rates,
-    as the Crazyflie's firmware does onboard; rate setpoints go to the rate loop as they are.
-    """
-
-    embodiment = "drone"
-    state_type = DroneState
-    native_command = RateSetpoint
-    command_types = (RateSetpoint, VelocitySetpoint, PositionSetpoint, Arming, Takeoff, Land)
-
-    TOUCHDOWN_HEIGHT = 0.03
-    """Height (m) below which a landing drone counts as down and its motors stop."""
-
-    def __init__(
-        self,
-        task: str,
-        backend: str = "mujoco",
-        *,
-        seed: int = 0,
-        safety: ActionFilter | None = None,
-        start: Literal["task", "ground"] = "task",
-    ) -> None:
-        super().__init__(task, backend, seed=seed, safety=safety)
-        self.start = start
-        self.controller = DroneController(self.task_cfg)
-        self.armed = start == "task"
-        self._manoeuvre: Takeoff | Land | None = None
-        self._reference = np.zeros(3)
-        """Moving position target of the take-off or landing under way (m)."""
-
-    def _after_reset(self, env: TaskEnv) -> None:
-        self.armed = self.start == "task"
-        self._manoeuvre = None
-        if self.start == "ground":
-            # Level on the floor (the collision box is 12 mm tall), heading kept, then one period
-            # with the motors off so that the observation describes the drone at rest.
-            state = self._read_state(env)
-            heading = yaw_of(state.quat[None])
-            pos = np.array([[state.pos[0], state.pos[1], 0.007]])
-            env.sim.set_root_state(
-                np.array([0]), DRONE_FRAME, pos, quat_from_euler(np.zeros(1), np.zeros(1), heading)
-            )
-            env.sim.forward(np.array([0]))
-            self.send_command(Arming(False))
-
-    def task_action(self, cmd: Command) -> FloatArray:
-        if not self.armed and not isinstance(cmd, Arming | Land):
-            raise RobotError(
-                f"{self.name} is disarmed and takes no {type(cmd).__name__}; send Arming(True) first"
-            )
-        if not isinstance(cmd, Takeoff | Land):
-            self._manoeuvre = None
-        return super().task_action(cmd)
-
-    def _controller_action(self, cmd: Command, state: DroneState) -> FloatArray:
-        dt = self.task_cfg.control_dt
-        motors_off = np.zeros(4)
-        if isinstance(cmd, Arming):
-            self.armed = cmd.armed
-            return motors_off
-        if isinstance(cmd, VelocitySetpoint):
-            return self.controller.velocity(state, np.array([cmd.vx, cmd.vy, cmd.vz]), cmd.yaw_rate)
-        if isinstance(cmd, PositionSetpoint):
-            return self.controller.position(state, np.array([cmd.x, cmd.y, cmd.z]), cmd.yaw)
-        if isinstance(cmd, Takeoff | Land):
-            if cmd != self._manoeuvre:  # a new manoeuvre starts where the drone is
-                self._manoeuvre, self._reference = cmd, state.pos.copy()
-            if isinstance(cmd, Land):
-                if not self.armed or state.pos[2] < self.TOUCHDOWN_HEIGHT:
-                    self.armed, self._manoeuvre = False, None
-                    return motors_off
-                self._reference[2] = max(self._reference[2] - cmd.speed * dt, 0.0)
-                return self.controller.position(
-                    state, self._reference, feedforward=np.array([0, 0, -cmd.speed])
-                )
-            climbing = self._reference[2] < cmd.height
-            self._reference[2] = min(self._reference[2] + cmd.speed * dt, cmd.height)
-            climb = np.array([0.0, 0.0, cmd.speed if climbing else 0.0])
-            return self.controller.position(state, self._reference, feedforward=climb)
-        raise AssertionError(cmd)  # task_action checked the type
-
-
-class SimCar(SimRobot[CarState, SpeedSteering]):
-    """A simulated MIT RACECAR of a car task; it takes the task's speed and steering command only."""
-
-    embodiment = "car"
-    state_type = CarState
-    native_command = SpeedSteering
-    command_types = (SpeedSteering,)
-
-
-SIM_ROBOTS: dict[str, type[SimArm] | type[SimDrone] | type[SimCar]] = {
-    "arm": SimArm,
-    "drone": SimDrone,
-    "car": SimCar,
-}
-"""The simulated robot class of each embodiment."""
-
-
-def make_sim_robot(
-    task: str, backend: str = "mujoco", *, seed: int = 0, safety: ActionFilter | None = None
-) -> SimArm | SimDrone | SimCar:
-    """The simulated robot for a task's embodiment (a drone starts as the task puts it: in the air)."""
-    embodiment = make_task_cfg(task).embodiment
-    if embodiment not in SIM_ROBOTS:
-        raise RobotError(f"task {task} is for a {embodiment}; simulated robots: {', '.join(SIM_ROBOTS)}")
-    return SIM_ROBOTS[embodiment](task, backend, seed=seed, safety=safety)

@@ -4,11 +4,14 @@
 :data:`~robolearn.hardware.robots.RobotState`. Each call of :meth:`SafetyLayer.filter`, in order:
 
 1. **Stops.** A latched emergency stop (:meth:`SafetyLayer.estop`, released only by
-   :meth:`SafetyLayer.reset`), a latched geofence breach (drone, car: the robot left its box), or
-   the watchdog (the newest observation fed to :meth:`SafetyLayer.observed` is older than
-   ``watchdog_timeout``, or none came yet) return the embodiment's safe stop whatever the input:
-   the arm holds (zero displacement, gripper as last commanded), the drone hovers then lands, the
-   car brakes (speed 0, steering held). Stops are not slowed by the rate limits.
+   :meth:`SafetyLayer.reset`), a latched geofence breach (drone, car: the robot left its box), a
+   state the layer cannot trust (a field not finite or beyond :data:`MAX_STATE_MAGNITUDE`, a
+   quaternion far from unit norm), or the watchdog (no observation fed to
+   :meth:`SafetyLayer.observed` arrived within ``watchdog_timeout``, the newest is older than
+   that, none came yet, or a stamp was non-finite or ahead of the clock) return the embodiment's
+   safe stop whatever the input: the arm holds (zero displacement, gripper as last commanded),
+   the drone hovers then lands, the car brakes (speed 0, steering held). A stop without a trusted
+   state does not depend on it (the drone hovers blind). Stops are not slowed by the rate limits.
 2. **Non-finite input.** An action with a NaN or an infinity is replaced by the safe command
    (hold, hover, brake), which then passes through the limits below like any action.
 3. **Bounds.** Each component is clipped to its limits from the YAML file.
@@ -20,10 +23,16 @@
 6. **Arm workspace.** The impedance target (tracked here as the task's controller moves it: the
    previous target plus the displacement, kept within ``target_lead`` of the tool) stays inside
    the workspace box. Near a face the target slows down so that it can stop at the face within
-   the rate limits; should the two still conflict (irregular command timing), the box wins.
+   the rate limits; should the two still conflict (irregular command timing, a tool that moved
+   by itself), the box wins by slowing down, never by reversing. A target outside the box comes
+   back at up to ``max_ee_speed``.
+7. **Arm joints.** With ``joints`` limits in the file (derived from the robot description,
+   :func:`~robolearn.hardware.safety_config.arm_safety_yaml`), a measured joint past its range is
+   a protective stop: the tool holds until the robot is reset.
 
 Every intervention is counted by kind in :attr:`SafetyLayer.counts` and logged (at most once a
-second per kind). Limits come from ``hardware/config/<robot>.yaml`` (:meth:`SafetyCfg.load`).
+second per kind). Limits come from ``hardware/config/<robot>.yaml``
+(:meth:`~robolearn.hardware.safety_config.SafetyCfg.load`).
 """
 
 from __future__ import annotations
@@ -31,17 +40,20 @@ from __future__ import annotations
 import logging
 import math
 import time
-import types
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import fields
+from typing import Any
 
 import numpy as np
-import yaml
 
 from robolearn.hardware.robots import ArmState, CarState, DroneController, DroneState, RobotState
+from robolearn.hardware.safety_config import (
+    ArmLimits,
+    CarLimits,
+    DroneLimits,
+    SafetyCfg,
+    SafetyConfigError,
+    box_corners,
+)
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.transforms import quat_to_mat
 from robolearn.tasks.core import TaskCfg
@@ -49,225 +61,28 @@ from robolearn.tasks.robots.crazyflie import GRAVITY
 
 log = logging.getLogger(__name__)
 
-CONFIG_DIR = Path(__file__).parent / "config"
-"""Where the bundled robot configurations live."""
-ROBOT_CONFIGS = ("panda", "crazyflie", "racecar")
-"""Names :meth:`SafetyCfg.load` accepts besides a path."""
-INTERVENTIONS = ("estop", "geofence", "watchdog", "nonfinite", "clip", "velocity", "rate", "workspace")
+INTERVENTIONS = (
+    "estop",
+    "geofence",
+    "state",
+    "watchdog",
+    "stamp",
+    "nonfinite",
+    "clip",
+    "velocity",
+    "rate",
+    "workspace",
+    "joint_limit",
+)
 """Kinds of intervention counted in :attr:`SafetyLayer.counts`."""
 LOG_INTERVAL = 1.0
 """Seconds (wall clock) between log messages of one kind of intervention."""
-
-
-class SafetyConfigError(ValueError):
-    """A malformed, missing or mismatched safety configuration; the message names the file and key."""
-
-
-# -- configuration -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ComponentLimits:
-    """Limits of one action component, in the task's units."""
-
-    low: float
-    """Smallest value sent."""
-    high: float
-    """Largest value sent."""
-    max_rate: float
-    """Largest change per second between consecutive commands (units per second)."""
-
-
-@dataclass(frozen=True)
-class ArmLimits:
-    """Limits of an arm driven by tool displacements (the Panda tasks' action)."""
-
-    workspace_low: tuple[float, float, float]
-    """Lower corner of the box the impedance target stays in (m, base frame)."""
-    workspace_high: tuple[float, float, float]
-    """Upper corner of that box (m)."""
-    max_ee_speed: float
-    """Largest commanded tool speed: displacement per control period over the period (m/s)."""
-    target_lead: float
-    """How far the impedance controller lets its target lead the measured tool (m): the task's
-    ``max_lead``, the ``translational_clip`` of SERL's Franka impedance controller."""
-
-
-@dataclass(frozen=True)
-class DroneLimits:
-    """Limits and safe-stop parameters of a quadrotor driven by thrust and body rates."""
-
-    geofence_low: tuple[float, float, float]
-    """Lower corner of the flight box (m, world frame, floor at z = 0); leaving it lands the drone."""
-    geofence_high: tuple[float, float, float]
-    """Upper corner of the flight box (m)."""
-    mass: float
-    """Take-off mass with battery and markers (kg); the hover thrust is mass times g."""
-    max_speed: float
-    """Faster than this (m/s), the command becomes the hover controller's until the drone slows."""
-    hover_time: float
-    """How long a safe stop hovers before it descends (s)."""
-    land_speed: float
-    """Descent speed of a safe stop while the state is fresh (m/s)."""
-    touchdown_height: float
-    """Height below which a descending drone is down and its motors stop (m)."""
-    land_thrust: float
-    """Thrust, as a fraction of the hover thrust, of a safe stop descending without a fresh state."""
-    land_timeout: float
-    """Time after the hover by which the motors stop whatever the state says (s)."""
-
-
-@dataclass(frozen=True)
-class CarLimits:
-    """Limits of a car driven by speed and steering angle."""
-
-    geofence_low: tuple[float, float]
-    """Lower corner of the box the rear axle centre stays in (m, map frame); leaving it brakes."""
-    geofence_high: tuple[float, float]
-    """Upper corner of that box (m)."""
-    brake_decel: float
-    """Deceleration assumed when limiting the speed toward the geofence (m/s^2)."""
-    fence_margin: float
-    """Distance short of the geofence where the car must be able to stop (m)."""
-
-
-@dataclass(frozen=True)
-class SafetyCfg:
-    """A robot's safety limits, read from YAML."""
-
-    embodiment: Literal["arm", "drone", "car"]
-    """Which kind of robot the limits are for; the file has the section of that name."""
-    watchdog_timeout: float
-    """Age of the newest observation past which the robot is safely stopped (s)."""
-    action: Mapping[str, ComponentLimits]
-    """Limits of every task action component, by the task's component name."""
-    arm: ArmLimits | None = None
-    """Arm limits (``embodiment: arm``)."""
-    drone: DroneLimits | None = None
-    """Drone limits (``embodiment: drone``)."""
-    car: CarLimits | None = None
-    """Car limits (``embodiment: car``)."""
-    source: str = "<memory>"
-    """The file the configuration came from (not a YAML key)."""
-
-    @classmethod
-    def load(cls, name_or_path: str | Path) -> SafetyCfg:
-        """Read a bundled configuration by robot name (``panda``, ``crazyflie``, ``racecar``) or a file."""
-        text = str(name_or_path)
-        if text in ROBOT_CONFIGS:
-            path = CONFIG_DIR / f"{text}.yaml"
-        elif text.endswith((".yaml", ".yml")) or "/" in text:
-            path = Path(text)
-        else:
-            names = ", ".join(ROBOT_CONFIGS)
-            raise SafetyConfigError(
-                f"unknown safety config {text!r}; use one of {names} or a path to a .yaml file"
-            )
-        if not path.is_file():
-            raise SafetyConfigError(f"safety config file {path} not found")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise SafetyConfigError(
-                f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"
-            ) from None
-        cfg = replace(_build(cls, data, "", str(path)), source=str(path))
-        cfg.validate()
-        return cfg
-
-    def validate(self) -> None:
-        """Check values against each other; raise :class:`SafetyConfigError` naming the key."""
-
-        def fail(key: str, problem: str) -> SafetyConfigError:
-            return SafetyConfigError(f"{self.source}: {key}: {problem}")
-
-        if self.watchdog_timeout <= 0:
-            raise fail("watchdog_timeout", f"must be positive, got {self.watchdog_timeout}")
-        for name, lim in self.action.items():
-            if not lim.low < lim.high:
-                raise fail(f"action.{name}", f"low ({lim.low}) must be below high ({lim.high})")
-            if lim.max_rate <= 0:
-                raise fail(f"action.{name}.max_rate", f"must be positive, got {lim.max_rate}")
-        sections = {"arm": self.arm, "drone": self.drone, "car": self.car}
-        for section, value in sections.items():
-            if (value is None) == (section == self.embodiment):
-                wanted = "is required" if value is None else f"is for embodiment {section}"
-                raise fail(section, f"{wanted}; this file's embodiment is {self.embodiment}")
-            if value is None:
-                continue
-            for f in fields(value):
-                item = getattr(value, f.name)
-                if not isinstance(item, tuple) and item <= 0:
-                    raise fail(f"{section}.{f.name}", f"must be positive, got {item}")
-            low, high = _box(value)
-            if not np.all(low < high):
-                raise fail(f"{section}", "every lower corner coordinate must be below the upper one")
-        if self.drone is not None and self.drone.land_thrust > 1:
-            raise fail(
-                "drone.land_thrust",
-                f"is a fraction of the hover thrust in (0, 1], got {self.drone.land_thrust}",
-            )
-
-
-def _box(limits: ArmLimits | DroneLimits | CarLimits) -> tuple[FloatArray, FloatArray]:
-    """The workspace or geofence corners of a section."""
-    if isinstance(limits, ArmLimits):
-        return np.asarray(limits.workspace_low), np.asarray(limits.workspace_high)
-    return np.asarray(limits.geofence_low), np.asarray(limits.geofence_high)
-
-
-def _build(cls: type, data: Any, where: str, source: str) -> Any:
-    """A config dataclass from parsed YAML, every key and type checked."""
-
-    def fail(key: str, problem: str) -> SafetyConfigError:
-        return SafetyConfigError(f"{source}: {key or 'top level'}: {problem}")
-
-    if not isinstance(data, dict):
-        raise fail(where, f"must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    keys = [f for f in fields(cls) if f.name != "source"]
-    allowed = ", ".join(f.name for f in keys)
-    for key in data:
-        if key not in hints or key == "source":
-            raise fail(f"{where}{key}", f"unknown key; allowed: {allowed}")
-    values = {}
-    for f in keys:
-        if f.name in data:
-            values[f.name] = _convert(hints[f.name], data[f.name], f"{where}{f.name}", source, fail)
-        elif f.default is MISSING:
-            raise fail(
-                f"{where}{f.name}",
-                f"missing key; required: {', '.join(k.name for k in keys if k.default is MISSING)}",
-            )
-    return cls(**values)
-
-
-def _convert(
-    hint: Any, value: Any, key: str, source: str, fail: Callable[[str, str], SafetyConfigError]
-) -> Any:
-    """A YAML value as the type ``hint`` says: float, float tuple, literal, mapping or dataclass."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):  # X | None
-        return _convert(next(a for a in args if a is not type(None)), value, key, source, fail)
-    if origin is Literal:
-        if value not in args:
-            raise fail(key, f"must be one of {', '.join(map(str, args))}, got {value!r}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, list) or len(value) != len(args):
-            raise fail(key, f"must be a list of {len(args)} numbers, got {value!r}")
-        return tuple(_convert(float, v, key, source, fail) for v in value)
-    if origin is Mapping:
-        if not isinstance(value, dict):
-            raise fail(key, f"must be a mapping, got {value!r}")
-        return {str(k): _build(args[1], v, f"{key}.{k}.", source) for k, v in value.items()}
-    if isinstance(hint, type) and is_dataclass(hint):
-        return _build(hint, value, f"{key}.", source)
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise fail(key, f"must be a finite number, got {value!r}")
-        return float(value)
-    raise TypeError(f"no YAML conversion for {hint}")  # a config field of a type this loader lacks
+MAX_STATE_MAGNITUDE = 1e6
+"""Largest absolute value of a state field the layer trusts (m, rad, m/s, rad/s): no robot it drives
+is 1,000 km from its origin or turns at 10^6 rad/s, and beyond it the controllers' float32
+arithmetic overflows (issue 15: a field of 1e39 turned a drone's safe stop into NaN)."""
+QUAT_NORM_TOLERANCE = 0.01
+"""How far from 1 the norm of an orientation quaternion the layer trusts may be."""
 
 
 # -- the layer -----------------------------------------------------------------------------------
@@ -297,7 +112,14 @@ class SafetyLayer:
                     f"{cfg.source}: action.{name}: [{lim.low}, {lim.high}] exceeds task {task_cfg.name}'s "
                     f"bounds [{lo}, {hi}]; limits may only be narrower"
                 )
+        arm_joints = task_cfg.scene.robot.arm_joints
+        if cfg.joints is not None and set(cfg.joints) != set(arm_joints):
+            raise SafetyConfigError(
+                f"{cfg.source}: joints lists {', '.join(cfg.joints)}; task {task_cfg.name}'s robot "
+                f"{task_cfg.scene.robot.name} has arm joints {', '.join(arm_joints) or '(none)'}"
+            )
         self.cfg, self.task_cfg = cfg, task_cfg
+        self.num_joints = len(arm_joints)
         self.low = np.array([cfg.action[n].low for n in act.names])
         self.high = np.array([cfg.action[n].high for n in act.names])
         self.max_rate = np.array([cfg.action[n].max_rate for n in act.names])
@@ -313,6 +135,13 @@ class SafetyLayer:
         self._last: FloatArray | None = None
         self._last_time = 0.0
         self._newest_obs: float | None = None
+        """Stamp of the newest observation accepted (s)."""
+        self._arrived = 0.0
+        """When it arrived at the latest (s, the clock of ``now``; see :meth:`_watchdog`)."""
+        self._pending: float | None = None
+        """Newest finite stamp observed since the last :meth:`filter`, not yet judged."""
+        self._stamp_fault: str | None = None
+        """A bad stamp seen since the newest accepted one; the robot stops until a good one comes."""
         self._latched: str | None = None
         self._stop_reason: str | None = None
         self._stop_since = 0.0
@@ -325,12 +154,29 @@ class SafetyLayer:
 
     @property
     def stop_reason(self) -> str | None:
-        """``estop``, ``geofence`` or ``watchdog`` while stopped, else None."""
+        """``estop``, ``geofence``, ``state`` (an untrusted one) or ``watchdog`` while stopped, else None."""
         return self._latched or self._stop_reason
 
     def observed(self, stamp: float) -> None:
-        """Feed the watchdog: an observation stamped ``stamp`` (s) arrived."""
-        self._newest_obs = stamp if self._newest_obs is None else max(self._newest_obs, stamp)
+        """Feed the watchdog: an observation stamped ``stamp`` (s, on the clock of ``filter``'s ``now``)
+        arrived.
+
+        The next :meth:`filter` judges it. It is fresh if its stamp is finite, newer than every
+        stamp accepted before and at most ``watchdog_timeout`` ahead of ``now``; the watchdog then
+        counts both the stamp's age and the time since it arrived, so that no stamp, however
+        wrong, keeps the robot moving without fresh observations (issue 15: one stamp an hour
+        ahead, then silence, used to keep it moving for the hour). A non-finite stamp or one ahead
+        of the clock is a fault: the robot stops until a good stamp arrives after it.
+        """
+        try:
+            value = float(stamp)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value):
+            self._stamp_fault, self._pending = f"non-finite stamp {stamp!r}", None
+            self._count("stamp")
+            return
+        self._pending = value if self._pending is None else max(self._pending, value)
 
     def estop(self) -> None:
         """Latch the emergency stop: every command is the safe stop until :meth:`reset`."""
@@ -357,22 +203,30 @@ class SafetyLayer:
             raise ValueError(
                 f"action has {act.size} components; {self.task_cfg.name} takes {', '.join(self.cfg.action)}"
             )
-        if self._latched is None and self._rules.outside_geofence(state):
+        stale = self._watchdog(now)
+        if not math.isfinite(now):  # a broken clock: no time can be judged, so stop as if blind
+            now, stale = self._last_time, True
+        untrusted = _untrusted_field(state, self.num_joints)
+        trusted = state if untrusted is None else None
+        if trusted is not None and self._latched is None and self._rules.outside_geofence(trusted):
             self._latched = "geofence"
-        stale = self._newest_obs is None or now - self._newest_obs > self.cfg.watchdog_timeout
-        reason = self._latched or ("watchdog" if stale else None)
+        reason = self._latched or ("state" if trusted is None else None) or ("watchdog" if stale else None)
         if reason is not None:
             if self._stop_reason is None:
                 self._stop_since = now
             self._stop_reason = reason
-            self._count(reason)
-            stop = self._rules.safe_stop(state, now - self._stop_since, stale, self._last)
-            return self._send(np.clip(stop, self.low, self.high), state, now)
+            self._count(reason, f" ({untrusted} not finite or out of range)" if reason == "state" else "")
+            elapsed = now - self._stop_since
+            stop = self._rules.safe_stop(trusted, elapsed, stale or trusted is None, self._last)
+            if not np.isfinite(stop).all():  # a config at the edge of floats: the blind stop is finite
+                stop = self._rules.safe_stop(None, elapsed, True, self._last)
+            return self._send(np.clip(stop, self.low, self.high), trusted, now)
+        assert trusted is not None  # an untrusted state is a stop reason
         self._stop_reason = None
 
         if not np.isfinite(act).all():
             self._count("nonfinite")
-            act = self._rules.safe_stop(state, 0.0, False, self._last)
+            act = self._rules.safe_stop(trusted, 0.0, False, self._last)
         out = np.clip(act, self.low, self.high)
         if not np.array_equal(out, act):
             self._count("clip")
@@ -381,14 +235,33 @@ class SafetyLayer:
         else:
             step = self.max_rate * min(max(now - self._last_time, 0.0), self.task_cfg.control_dt)
             window = (self._last - step, self._last + step)
-        out = self._rules.limit(out, state, window)
-        if not np.isfinite(out).all():  # only a corrupt state gets here: send the task's neutral action
+        out = self._rules.limit(out, trusted, window)
+        if not np.isfinite(out).all():  # not for a trusted state; kept so nothing non-finite goes out
             self._count("nonfinite")
-            out = np.clip(np.asarray(self.task_cfg.action.neutral), self.low, self.high)
-        return self._send(out, state, now)
+            blind = np.clip(self._rules.safe_stop(None, 0.0, True, self._last), self.low, self.high)
+            out = np.clip(blind, *window) if self._last is not None else blind
+        return self._send(out, trusted, now)
 
     # -- internals shared by the rules
-    def _send(self, out: FloatArray, state: RobotState, now: float) -> FloatArray:
+    def _watchdog(self, now: float) -> bool:
+        """Judge the stamp observed since the last call; True if the robot has no fresh observation."""
+        timeout = self.cfg.watchdog_timeout
+        if self._pending is not None and math.isfinite(now):
+            stamp, self._pending = self._pending, None
+            if stamp > now + timeout:
+                self._stamp_fault = f"stamp {stamp!r} is {stamp - now:.3g} s ahead of the clock"
+                self._count("stamp")
+            elif self._newest_obs is None or stamp > self._newest_obs:
+                # It arrived after the last call (or, sanely stamped, not before its stamp): the
+                # later of the two, never a time it cannot have arrived by.
+                after = now if self._last is None else self._last_time
+                arrived = max(after, stamp) if stamp <= now else after
+                self._newest_obs, self._arrived, self._stamp_fault = stamp, arrived, None
+        if self._newest_obs is None or self._stamp_fault is not None:
+            return True
+        return now - self._newest_obs > timeout or now - self._arrived > timeout
+
+    def _send(self, out: FloatArray, state: RobotState | None, now: float) -> FloatArray:
         self._rules.sent(out, state)
         self._last, self._last_time = out, now
         return out.copy()
@@ -399,12 +272,47 @@ class SafetyLayer:
             self._count("rate")
         return out
 
-    def _count(self, kind: str) -> None:
+    def _count(self, kind: str, detail: str = "") -> None:
         self.counts[kind] += 1
         wall = time.monotonic()
         if wall - self._logged_at.get(kind, -math.inf) >= LOG_INTERVAL:
             self._logged_at[kind] = wall
-            log.warning("safety: %s intervention (%d so far)", kind, self.counts[kind])
+            if kind == "stamp":
+                detail = f" ({self._stamp_fault})"
+            log.warning("safety: %s intervention%s (%d so far)", kind, detail, self.counts[kind])
+
+
+_TRUST_FIELDS: dict[type, tuple[tuple[str, tuple[int, ...], bool], ...]] = {}
+"""Per state type: each field checked by :func:`_untrusted_field`, its shape, whether a quaternion."""
+
+
+def _untrusted_field(state: RobotState, joints: int) -> str | None:
+    """The first field of ``state`` the layer cannot act on (not finite, past
+    :data:`MAX_STATE_MAGNITUDE`, the wrong shape, a quaternion far from unit norm), or None.
+    ``joints`` is the arm's number of joints (the length of its joint fields).
+
+    The stamp is the watchdog's business (:meth:`SafetyLayer.observed`), not checked here.
+    """
+    checks = _TRUST_FIELDS.get(type(state))
+    if checks is None:
+        checks = tuple(
+            (f.name, state.SHAPES.get(f.name, ()), f.name.endswith("quat"))
+            for f in fields(state)
+            if f.name != "stamp"
+        )
+        _TRUST_FIELDS[type(state)] = checks
+    for name, generic, is_quat in checks:
+        shape = tuple(joints if n == -1 else n for n in generic)
+        try:
+            value = np.asarray(getattr(state, name), dtype=np.float64)
+        except (TypeError, ValueError):
+            return name
+        # Written so that NaN fails it: NaN compares false.
+        if value.shape != shape or not np.all(np.abs(value) <= MAX_STATE_MAGNITUDE):
+            return name
+        if is_quat and not abs(float(np.linalg.norm(value)) - 1.0) <= QUAT_NORM_TOLERANCE:
+            return name
+    return None
 
 
 class _Rules:
@@ -420,16 +328,19 @@ class _Rules:
             np.any((state.pos < self.fence[0]) | (state.pos > self.fence[1]))
         )
 
-    def safe_stop(self, state: Any, elapsed: float, stale: bool, last: FloatArray | None) -> FloatArray:
-        """The safe command ``elapsed`` s into a stop; ``stale``: the state is too old to act on."""
+    def safe_stop(
+        self, state: Any | None, elapsed: float, stale: bool, last: FloatArray | None
+    ) -> FloatArray:
+        """The safe command ``elapsed`` s into a stop; ``stale``: the state is too old to act on;
+        ``state`` None: there is none the layer trusts (the command must not depend on it)."""
         raise NotImplementedError
 
     def limit(self, act: FloatArray, state: Any, window: tuple[FloatArray, FloatArray]) -> FloatArray:
         """Velocity, rate (``window``: each component's allowed range) and workspace limits."""
         raise NotImplementedError
 
-    def sent(self, out: FloatArray, state: Any) -> None:
-        """Note the action sent."""
+    def sent(self, out: FloatArray, state: Any | None) -> None:
+        """Note the action sent (``state`` None: no trusted state came with it)."""
 
     def reset(self) -> None:
         """Forget what was tracked about the robot."""
@@ -451,20 +362,40 @@ class _ArmRules(_Rules):
     def __init__(self, layer: SafetyLayer, lim: ArmLimits) -> None:
         super().__init__(layer)
         self.lim = lim
-        self.box_low, self.box_high = _box(lim)
+        self.box_low, self.box_high = box_corners(lim)
         self.max_step = lim.max_ee_speed * layer.task_cfg.control_dt
+        joints, order = layer.cfg.joints, layer.task_cfg.scene.robot.arm_joints
+        self.joint_low = None if joints is None else np.array([joints[j].low for j in order])
+        self.joint_high = None if joints is None else np.array([joints[j].high for j in order])
         self.target: FloatArray | None = None
         """Where the task's controller has its impedance target (m), as the commands sent moved it."""
 
     def _target(self, state: ArmState) -> FloatArray:
         return state.ee_pos.copy() if self.target is None else self.target
 
-    def safe_stop(self, state: ArmState, elapsed: float, stale: bool, last: FloatArray | None) -> FloatArray:
-        gripper = state.gripper_opening if last is None else last[3]
+    def safe_stop(
+        self, state: ArmState | None, elapsed: float, stale: bool, last: FloatArray | None
+    ) -> FloatArray:
+        if len(self.layer.low) == 3:  # an arm without a gripper
+            return np.zeros(3)
+        if last is not None:
+            gripper = last[3]
+        elif state is not None:
+            gripper = state.gripper_opening
+        else:  # nothing sent yet and nothing measured: the task's neutral opening
+            gripper = self.layer.task_cfg.action.neutral[3]
         return np.array([0.0, 0.0, 0.0, gripper])
 
     def limit(self, act: FloatArray, state: ArmState, window: tuple[FloatArray, FloatArray]) -> FloatArray:
         layer, d = self.layer, act[:3]
+        if self.joint_low is not None and self.joint_high is not None:
+            q = state.joint_pos
+            if np.any((q < self.joint_low) | (q > self.joint_high)):
+                # A joint past its limit: a protective stop. The tool holds (the gripper may still
+                # move) until the robot is reset; the displacement that would free the joint is not
+                # known without the arm's Jacobian, so none is guessed.
+                layer._count("joint_limit")
+                d = np.zeros(3)
         target = self._target(state)
         low, high = layer.low[:3], layer.high[:3]
         # Hard: the target stays in the box; one outside it (an arm started there) comes back at full step.
@@ -480,14 +411,24 @@ class _ArmRules(_Rules):
         box_low, box_high = hard_low, hard_high
         for lo, hi in ((window[0][:3], window[1][:3]), (slow_low, slow_high)):
             keep = np.maximum(box_low, lo) <= np.minimum(box_high, hi)
-            box_low = np.where(keep, np.maximum(box_low, lo), box_low)
-            box_high = np.where(keep, np.minimum(box_high, hi), box_high)
+            # Where the two have no common point, the box's point nearest the soft range: with the
+            # target inside the box that is between the range and zero, so the rate limit is broken
+            # only by slowing down, never by reversing (a command crossing zero at full step).
+            near = np.where(lo > box_high, box_high, box_low)
+            box_low = np.where(keep, np.maximum(box_low, lo), near)
+            box_high = np.where(keep, np.minimum(box_high, hi), near)
         out = np.clip(d, box_low, box_high)
         if np.linalg.norm(out) > self.max_step:
             # The point of the box nearest to zero is the slowest allowed; go from it toward the
             # request as far as the speed limit lets (it stays in the box: the box is convex).
             slowest = np.clip(0.0, box_low, box_high)
             out = slowest + _reach(slowest, out - slowest, self.max_step) * (out - slowest)
+            speed = float(np.linalg.norm(out))
+            if speed > self.max_step:
+                # Even the slowest point is too fast: a target outside the box on several axes,
+                # whose way back at full step per axis adds up. The speed limit wins; it comes back
+                # along the same direction, more slowly.
+                out = out * (self.max_step / speed)
             layer._count("velocity")
         if np.any((d < np.maximum(hard_low, slow_low)) | (d > np.minimum(hard_high, slow_high))):
             layer._count("workspace")
@@ -496,7 +437,9 @@ class _ArmRules(_Rules):
         gripper = layer._rate_limit(act[3:], (window[0][3:], window[1][3:]))
         return np.concatenate([out, gripper])
 
-    def sent(self, out: FloatArray, state: ArmState) -> None:
+    def sent(self, out: FloatArray, state: ArmState | None) -> None:
+        if state is None:  # a stop sent without a trusted state: zero displacement, the target stays
+            return
         # As the task's controller: the target moves by the displacement, within reach of the tool.
         lead = self.lim.target_lead
         self.target = np.clip(self._target(state) + out[:3], state.ee_pos - lead, state.ee_pos + lead)
@@ -518,22 +461,23 @@ class _DroneRules(_Rules):
     """Geofence box, hover-then-land safe stop, hover controller above the speed limit."""
 
     def __init__(self, layer: SafetyLayer, lim: DroneLimits) -> None:
-        super().__init__(layer, _box(lim))
+        super().__init__(layer, box_corners(lim))
         self.lim = lim
         self.hover_thrust = lim.mass * GRAVITY
         self.controller = DroneController(layer.task_cfg, mass=lim.mass)
 
     def safe_stop(
-        self, state: DroneState, elapsed: float, stale: bool, last: FloatArray | None
+        self, state: DroneState | None, elapsed: float, stale: bool, last: FloatArray | None
     ) -> FloatArray:
         lim = self.lim
         descending = elapsed - lim.hover_time
         if descending > lim.land_timeout:
             return np.zeros(4)
-        if stale:
+        if stale or state is None:
             # Nothing fresh to act on: hold the attitude (zero rates, the onboard gyro loop keeps it)
-            # and the hover thrust for the hover time, then let the thrust down to descend.
-            tilt_cos = max(float(quat_to_mat(state.quat[None])[0, 2, 2]), 0.5)
+            # and the hover thrust for the hover time, then let the thrust down to descend. The
+            # thrust makes up for the last trusted tilt; with none, for none.
+            tilt_cos = 1.0 if state is None else max(float(quat_to_mat(state.quat[None])[0, 2, 2]), 0.5)
             fraction = 1.0 if descending < 0 else lim.land_thrust
             return np.array([fraction * self.hover_thrust / tilt_cos, 0.0, 0.0, 0.0])
         if state.pos[2] < lim.touchdown_height:
@@ -554,15 +498,21 @@ class _CarRules(_Rules):
     """Geofence box, brake as the safe stop, speed that can stop before the fence."""
 
     def __init__(self, layer: SafetyLayer, lim: CarLimits) -> None:
-        super().__init__(layer, _box(lim))
+        super().__init__(layer, box_corners(lim))
         self.lim = lim
 
-    def safe_stop(self, state: CarState, elapsed: float, stale: bool, last: FloatArray | None) -> FloatArray:
-        return np.array([0.0, state.steering_angle if last is None else last[1]])
+    def safe_stop(
+        self, state: CarState | None, elapsed: float, stale: bool, last: FloatArray | None
+    ) -> FloatArray:
+        if last is not None:
+            steering = last[1]
+        else:
+            steering = state.steering_angle if state is not None else 0.0
+        return np.array([0.0, steering])
 
     def _room(self, state: CarState, heading: FloatArray) -> float:
         """Distance (m) from the car along ``heading`` to the geofence."""
-        low, high = _box(self.lim)
+        low, high = box_corners(self.lim)
         with np.errstate(divide="ignore"):
             to_face = np.where(heading > 0, high - state.pos, low - state.pos) / heading
         return float(np.min(np.where(heading != 0, to_face, np.inf)))

@@ -1,5 +1,5 @@
 """``python -m robolearn`` runs the ``robolearn`` command."""
 
-from robolearn.cli.main import main
+from robolearn.cli import main
 
 main()

@@ -14,6 +14,7 @@ from typing import Literal, Protocol, get_args
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.errors import RobolearnError
 from robolearn.sim.scene import CameraCfg, SceneCfg
 
 FloatArray = npt.NDArray[np.float64]
@@ -21,7 +22,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-class SimError(ValueError):
+class SimError(RobolearnError):
     """A scene or backend request that cannot be honoured; the message says what is wrong."""
 
 

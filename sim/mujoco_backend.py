@@ -36,6 +36,10 @@ _RANDOMIZED = {
 }
 
 
+_FRAME_WIDTH = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
+"""Values of each frame quantity in ``sensordata`` (the fields of :class:`~robolearn.sim.mujoco_model.FrameIndex`)."""
+
+
 def _log_mujoco_warning(message: str) -> None:
     log.warning("mujoco: %s", message)
 
@@ -60,9 +64,23 @@ class _MujocoBase:
         # accelerations when a sensor needs them (MjcfAsset.body_wrenches), under the controls just applied.
         needs_acc = (self.model.sensor_needstage == mujoco.mjtStage.mjSTAGE_ACC).any()
         self._stage = mujoco.mjtStage.mjSTAGE_ACC if needs_acc else mujoco.mjtStage.mjSTAGE_VEL
+        # model.opt builds a wrapper on every access: read the options the stepping needs once.
+        self._timestep = float(self.model.opt.timestep)
+        self._rk4 = self.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+        # Views and addresses resolved on first use and kept: terms read them every step (issue 18).
+        self._views: dict[str, npt.NDArray[Any]] = {}
+        self._frame_views: dict[str, dict[str, FloatArray]] = {k: {} for k in _FRAME_WIDTH}
+        self._joint_cols: dict[tuple[bool, tuple[str, ...]], IntArray] = {}
 
     # Arrays (num_worlds, ...) over MjData and per-world MjModel fields.
     def _data(self, field: str) -> npt.NDArray[Any]:
+        view = self._views.get(field)
+        if view is None:
+            view = self._bind(field)
+        return view
+
+    def _bind(self, field: str) -> npt.NDArray[Any]:
+        """The (num_worlds, ...) array of an MjData field, kept in ``_views`` when it is a live view."""
         raise NotImplementedError
 
     def _model_field(self, field: str) -> npt.NDArray[Any]:
@@ -78,41 +96,52 @@ class _MujocoBase:
         except KeyError:
             raise SimError(f"unknown frame {name!r}; frames: {sorted(self.index.frames)}") from None
 
-    def _joint_addr(self, joints: Sequence[str], table: dict[str, int]) -> IntArray:
-        try:
-            return np.array([table[j] for j in joints], dtype=np.int64)
-        except KeyError as exc:
-            raise SimError(f"unknown joint {exc.args[0]!r}; joints: {sorted(table)}") from None
+    def _joint_addr(self, joints: Sequence[str], dofs: bool) -> IntArray:
+        """qpos (or, with ``dofs``, qvel) addresses of joints, resolved once per joint tuple."""
+        key = (dofs, tuple(joints))
+        cols = self._joint_cols.get(key)
+        if cols is None:
+            table = self.index.joint_dof if dofs else self.index.joint_qpos
+            try:
+                cols = np.array([table[j] for j in key[1]], dtype=np.int64)
+            except KeyError as exc:
+                raise SimError(f"unknown joint {exc.args[0]!r}; joints: {sorted(table)}") from None
+            self._joint_cols[key] = cols
+        return cols
+
+    def _frame_view(self, kind: str, name: str) -> FloatArray:
+        """The live (num_worlds, k) rows of ``sensordata`` holding one frame quantity."""
+        views = self._frame_views[kind]
+        view = views.get(name)
+        if view is None:
+            start = getattr(self._frame(name), kind)
+            view = views[name] = self._data("sensordata")[:, start : start + _FRAME_WIDTH[kind]]
+        return view
 
     def frame_pos(self, name: str) -> FloatArray:
-        a = self._frame(name).pos
-        return self._data("sensordata")[:, a : a + 3]
+        return self._frame_view("pos", name)
 
     def frame_quat(self, name: str) -> FloatArray:
-        a = self._frame(name).quat
-        return self._data("sensordata")[:, a : a + 4]
+        return self._frame_view("quat", name)
 
     def frame_linvel(self, name: str) -> FloatArray:
-        a = self._frame(name).linvel
-        return self._data("sensordata")[:, a : a + 3]
+        return self._frame_view("linvel", name)
 
     def frame_angvel(self, name: str) -> FloatArray:
-        a = self._frame(name).angvel
-        return self._data("sensordata")[:, a : a + 3]
+        return self._frame_view("angvel", name)
 
     def joint_pos(self, joints: Sequence[str]) -> FloatArray:
-        return self._data("qpos")[:, self._joint_addr(joints, self.index.joint_qpos)]
+        return self._data("qpos")[:, self._joint_addr(joints, dofs=False)]
 
     def joint_vel(self, joints: Sequence[str]) -> FloatArray:
-        return self._data("qvel")[:, self._joint_addr(joints, self.index.joint_dof)]
+        return self._data("qvel")[:, self._joint_addr(joints, dofs=True)]
 
     def set_joint_state(
         self, ids: IntArray, joints: Sequence[str], pos: FloatArray, vel: FloatArray | None = None
     ) -> None:
         qpos, qvel = self._data("qpos"), self._data("qvel")
-        qpos[np.ix_(ids, self._joint_addr(joints, self.index.joint_qpos))] = pos
-        dofs = self._joint_addr(joints, self.index.joint_dof)
-        qvel[np.ix_(ids, dofs)] = 0.0 if vel is None else vel
+        qpos[np.ix_(ids, self._joint_addr(joints, dofs=False))] = pos
+        qvel[np.ix_(ids, self._joint_addr(joints, dofs=True))] = 0.0 if vel is None else vel
 
     def set_root_state(
         self,
@@ -171,7 +200,7 @@ class _MujocoBase:
     def _check_stability(self, time_before: FloatArray, finite_before: BoolArray, substeps: int) -> None:
         # MuJoCo resets a diverged world to qpos0 by itself and restarts its clock: catch that, a
         # state that was already non-finite when the step began, and any non-finite state left.
-        expected = time_before + (substeps - 0.5) * self.model.opt.timestep
+        expected = time_before + (substeps - 0.5) * self._timestep
         self._unstable = (self._data("time") < expected) | ~(finite_before & self._finite())
 
     def render(
@@ -221,9 +250,15 @@ class MujocoBackend(_MujocoBase):
             raise SimError(f"backend 'mujoco' simulates one world; use 'mujoco_batch' for {num_worlds}")
         self.data = mujoco.MjData(self.model)
 
-    def _data(self, field: str) -> npt.NDArray[Any]:
+    def _bind(self, field: str) -> npt.NDArray[Any]:
         value = getattr(self.data, field)
-        return np.asarray(value)[None] if np.ndim(value) else np.array([value])
+        if not isinstance(value, np.ndarray):
+            return np.array([value])  # a scalar such as time: a copy, there is nothing to view
+        view = value[None]
+        # Arena fields (efc_*, contacts, islands) change size every step: only the rest are kept.
+        if field in mujoco.batch.DATA_FIELDS:
+            self._views[field] = view
+        return view
 
     def _model_field(self, field: str) -> npt.NDArray[Any]:
         return getattr(self.model, field)[None]
@@ -238,22 +273,46 @@ class MujocoBackend(_MujocoBase):
     def forward(self, ids: IntArray) -> None:
         mujoco.mj_forward(self.model, self.data)
 
+    def _state_finite(self) -> bool:
+        return bool(np.isfinite(self.data.qpos).all() and np.isfinite(self.data.qvel).all())
+
     def step(self, ctrl: FloatArray, substeps: int) -> None:
-        time_before, finite_before = np.array([self.data.time]), self._finite()
-        self.data.ctrl[:] = ctrl[0]
-        if self.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4:
-            # mj_step2 integrates with Euler under RK4 (MuJoCo's docs): take whole steps.
-            mujoco.mj_step(self.model, self.data, nstep=substeps)
+        model, data = self.model, self.data
+        # One world: the stability check of _check_stability on Python scalars, in the same arithmetic.
+        time_before, finite_before = data.time, self._state_finite()
+        data.ctrl[:] = ctrl[0]
+        # The stages up to velocity ran at the end of the last call (or mj_forward at reset):
+        # finish that step with the new control, then take the rest.
+        if self._rk4:
+            # mj_step2 integrates with Euler under RK4 (MuJoCo's docs): take mj_step's first step
+            # by its parts, skipping the position and velocity stages that are already current.
+            self._rk4_step_from_velocity_stage(time_before)
         else:
-            # The stages up to velocity ran at the end of the last call (or mj_forward at reset):
-            # finish that step with the new control, then take the rest.
-            mujoco.mj_step2(self.model, self.data)
-            mujoco.mj_step(self.model, self.data, nstep=substeps - 1)
+            mujoco.mj_step2(model, data)
+        mujoco.mj_step(model, data, nstep=substeps - 1)
         if self._stage == mujoco.mjtStage.mjSTAGE_ACC:
-            mujoco.mj_forward(self.model, self.data)
+            mujoco.mj_forward(model, data)
         else:
-            mujoco.mj_step1(self.model, self.data)
-        self._check_stability(time_before, finite_before, substeps)
+            mujoco.mj_step1(model, data)
+        expected = time_before + (substeps - 0.5) * self._timestep
+        unstable = data.time < expected or not (finite_before and self._state_finite())
+        self._unstable = np.array([unstable])
+
+    def _rk4_step_from_velocity_stage(self, time_before: float) -> None:
+        """One ``mj_step`` under RK4 from current position and velocity stages: its checks, the
+        acceleration stage under the new control (sensors are recomputed before anyone reads
+        them), and the integrator. Bit-identical to ``mj_step`` (tests/test_equivalence.py)."""
+        model, data = self.model, self.data
+        mujoco.mj_checkPos(model, data)
+        mujoco.mj_checkVel(model, data)
+        # The checks reset a diverged state, and its clock to 0: then nothing computed before holds.
+        # At time 0 that cannot be told from a fresh episode, which takes the full forward pass too.
+        if time_before == 0.0 or data.time != time_before:
+            mujoco.mj_forward(model, data)
+        else:
+            mujoco.mj_forwardSkip(model, data, mujoco.mjtStage.mjSTAGE_VEL, 1)
+        mujoco.mj_checkAcc(model, data)
+        mujoco.mj_RungeKutta(model, data, 4)
 
     def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
         return self.model, self.data
@@ -267,7 +326,6 @@ class MujocoBatchBackend(_MujocoBase):
     def __init__(self, scene: SceneCfg, num_worlds: int, nthread: int = 0) -> None:
         super().__init__(scene, num_worlds)
         self.batch = mujoco.batch.Batch(self.model, num_worlds, nthread=nthread, persistent=True)
-        self._views: dict[str, npt.NDArray[Any]] = {}
         self._render_model: mujoco.MjModel | None = None
         self._render_data: mujoco.MjData | None = None
         # qpos and qvel lie side by side in a state row (mj_getState's order), so one check covers both.
@@ -275,10 +333,8 @@ class MujocoBatchBackend(_MujocoBase):
         self._qpos_qvel = self.batch.state[:, start : start + self.model.nq + self.model.nv]
         self._time, self._ctrl = self._data("time"), self._data("ctrl")
 
-    def _data(self, field: str) -> npt.NDArray[Any]:
-        view = self._views.get(field)
-        if view is None:
-            view = self._views[field] = self.batch.bind(field)
+    def _bind(self, field: str) -> npt.NDArray[Any]:
+        view = self._views[field] = self.batch.bind(field)
         return view
 
     def _model_field(self, field: str) -> npt.NDArray[Any]:

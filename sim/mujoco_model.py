@@ -23,6 +23,7 @@ import numpy as np
 from robolearn.sim.backend import SimError
 from robolearn.sim.scene import (
     CartesianImpedanceCfg,
+    IdentifiedDynamics,
     JointPositionCfg,
     JointVelocityCfg,
     MjcfAsset,
@@ -57,7 +58,8 @@ class ModelIndex:
     home_qpos: np.ndarray
 
 
-def _load_robot_spec(asset: UrdfAsset | MjcfAsset, visual_meshes: bool = False) -> mujoco.MjSpec:
+def load_robot_spec(asset: UrdfAsset | MjcfAsset, visual_meshes: bool = False) -> mujoco.MjSpec:
+    """The robot file as a MuJoCo spec (URDF through MuJoCo's importer); raises :class:`SimError`."""
     path = Path(asset.path)
     if not path.is_file():
         raise SimError(f"robot model file not found: {path}")
@@ -136,10 +138,62 @@ def _add_actuators(spec: mujoco.MjSpec, scene: SceneCfg) -> None:
                 a.forcerange = [-act.max_torque[axis], act.max_torque[axis]]
 
 
-def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
-    """Compile the scene; return the model and the addresses of frames and joints."""
+def apply_identified(spec: mujoco.MjSpec, dyn: IdentifiedDynamics, robot_bodies: set[str]) -> None:
+    """Write identified dynamics into a spec holding the robot's actuators (all but the command delay).
+
+    Scales are taken from the spec's current values, so apply once per spec (``robolearn sysid``
+    applies them to a fresh copy for every candidate it simulates).
+    """
+    joints = {j.name: j for j in spec.joints}
+    actuators = {a.name: a for a in spec.actuators}
+    named = (dyn.joint_armature | dyn.joint_damping | dyn.joint_frictionloss).keys()
+    for name in named:
+        if name not in joints:
+            raise SimError(
+                f"identified dynamics name joint {name!r}, which the robot lacks; joints: {sorted(joints)}"
+            )
+    for name in dyn.actuator_gain_scale:
+        if name not in actuators:
+            raise SimError(
+                f"identified dynamics name actuator {name!r}, which the scene lacks; "
+                f"actuators: {sorted(actuators)}"
+            )
+    for name, value in dyn.joint_armature.items():
+        joints[name].armature = value
+    for name, value in dyn.joint_damping.items():
+        joints[name].damping = [value, 0.0, 0.0]
+    for name, value in dyn.joint_frictionloss.items():
+        joints[name].frictionloss = value
+    for name, scale in dyn.actuator_gain_scale.items():
+        act = actuators[name]
+        # The whole output scales: force = gain * ctrl + bias(q, qdot), as domain randomization's gain.
+        act.gainprm = [act.gainprm[0] * scale, *act.gainprm[1:]]
+        act.biasprm = [*(b * scale for b in act.biasprm[:3]), *act.biasprm[3:]]
+    if dyn.mass_scale != 1.0:
+        for body in spec.bodies:
+            if body.name not in robot_bodies or body.name == "world":
+                continue
+            if body.explicitinertial or body.mass > 0:
+                body.mass *= dyn.mass_scale
+                body.inertia = [i * dyn.mass_scale for i in body.inertia]
+                body.fullinertia = [i * dyn.mass_scale for i in body.fullinertia]
+            for geom in body.geoms:  # links whose inertia MuJoCo infers from their shapes
+                geom.mass *= dyn.mass_scale
+                geom.density *= dyn.mass_scale
+    if dyn.payload_link:
+        if dyn.payload_link not in robot_bodies:
+            raise SimError(f"payload link {dyn.payload_link!r} is not a link of the robot")
+        # A small sphere's inertia keeps the payload a physical body however light it is fitted.
+        inertia = 0.4 * dyn.payload_mass * 0.03**2
+        spec.body(dyn.payload_link).add_body(
+            name="payload", mass=dyn.payload_mass, inertia=[inertia] * 3, explicitinertial=True
+        )
+
+
+def build_spec(scene: SceneCfg) -> mujoco.MjSpec:
+    """The scene as a MuJoCo spec, before compiling (system identification edits and recompiles it)."""
     robot = scene.robot
-    spec = _load_robot_spec(robot.asset, robot.visual_meshes)
+    spec = load_robot_spec(robot.asset, robot.visual_meshes)
     spec.option.timestep = scene.physics_dt
     world = spec.worldbody
     root = world.first_body()
@@ -215,9 +269,17 @@ def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
         acc = mujoco.mjtStage.mjSTAGE_ACC
         spec.add_sensor(name="body_wrenches", type=mujoco.mjtSensor.mjSENS_USER, needstage=acc, dim=1)
     _add_actuators(spec, scene)
+    if robot.identified is not None:
+        apply_identified(spec, robot.identified, body_names)
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 960
+    return spec
 
+
+def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:
+    """Compile the scene; return the model and the addresses of frames and joints."""
+    robot = scene.robot
+    spec = build_spec(scene)
     try:
         model = spec.compile()
     except ValueError as exc:

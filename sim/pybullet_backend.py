@@ -137,6 +137,12 @@ class PybulletBackend:
             )
         if not Path(robot.asset.path).is_file():
             raise SimError(f"robot model file not found: {robot.asset.path}")
+        if robot.identified is not None:
+            # PyBullet has no joint dry friction or per-actuator gain scale to write them into.
+            raise SimError(
+                f"robot {robot.name}: identified dynamics (robolearn sysid) run on the MuJoCo backends "
+                "(mujoco, mujoco_batch), not on 'pybullet'"
+            )
         self.scene = scene
         self.num_worlds = num_worlds
         self.num_controls = sum(actuator_width(a) for a in robot.actuators)

@@ -129,6 +129,35 @@ def actuator_width(cfg: ActuatorCfg) -> int:
 
 
 @dataclass(frozen=True)
+class IdentifiedDynamics:
+    """Dynamics fitted on the real robot by system identification (``robolearn sysid``, issue 19).
+
+    Values replace the description file's (armature, damping, dry friction per joint) or scale them
+    (masses and inertias of the robot's links, actuator gains); a joint or actuator not named keeps
+    the file's value. MuJoCo backends apply them; the command delay is applied by the task's control
+    loop, in whole control periods.
+    """
+
+    joint_armature: dict[str, float] = field(default_factory=dict)
+    """Reflected rotor inertia per joint (kg m^2 or kg)."""
+    joint_damping: dict[str, float] = field(default_factory=dict)
+    """Viscous damping per joint (N m s/rad or N s/m)."""
+    joint_frictionloss: dict[str, float] = field(default_factory=dict)
+    """Dry (Coulomb) friction per joint (N m or N)."""
+    actuator_gain_scale: dict[str, float] = field(default_factory=dict)
+    """Multiplier on an actuator's whole output (stiffness, damping, force per input), by the
+    compiled model's actuator name (``<joint>_servo``, ``<frame>_cart<axis>``, or the MJCF file's)."""
+    mass_scale: float = 1.0
+    """Multiplier on the mass and inertia of every link of the robot."""
+    payload_link: str = ""
+    """The link carrying the payload (empty: no payload)."""
+    payload_mass: float = 0.0
+    """Point mass rigidly attached at the payload link's origin (kg)."""
+    command_delay: float = 0.0
+    """Time from a command to its effect (s)."""
+
+
+@dataclass(frozen=True)
 class RobotCfg:
     """A robot: its description file, how it stands in the world and how it is driven."""
 
@@ -157,6 +186,13 @@ class RobotCfg:
     visual_meshes: bool = False
     """Also build the URDF's visual shapes (drawn only: no contacts, no mass). MuJoCo drops them by
     default; turn on for a robot whose look lives in visual meshes MuJoCo reads (STL, OBJ)."""
+    identified: IdentifiedDynamics | None = None
+    """Dynamics identified on the real robot (``robolearn sysid``), applied over the file's own."""
+    arm_joints: tuple[str, ...] = ()
+    """An arm's joints from base to tool, in the order joint states and joint commands list them
+    (what :func:`robolearn.sim.robot_description.read_arm` reads from the file); empty for other robots."""
+    gripper_joints: tuple[str, ...] = ()
+    """An arm's gripper joints, each driven to an equal share of the commanded opening; empty: no gripper."""
 
 
 @dataclass(frozen=True)

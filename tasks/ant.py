@@ -76,12 +76,13 @@ def generalized_velocities(env: TaskEnvView) -> FloatArray:
 def clipped_contact_forces(env: TaskEnvView, first_body: int = 1) -> FloatArray:
     """Each body's external wrench ``cfrc_ext`` (N m, N), clipped, bodies ``first_body`` on, flattened."""
     wrench = mj_field(env, "cfrc_ext")[:, first_body:]
-    return np.clip(wrench, *CONTACT_FORCE_RANGE).reshape(env.num_envs, -1)
+    return wrench.clip(*CONTACT_FORCE_RANGE).reshape(env.num_envs, -1)
 
 
 # -- rewards -----------------------------------------------------------------------------------
 def healthy(env: TaskEnvView) -> BoolArray:
-    """True where the state is finite and the torso height lies in ``HEALTHY_Z``."""
+    """True where the state is finite and the torso height lies in ``HEALTHY_Z`` (the reward reads
+    it from the ``unhealthy`` termination, which runs first)."""
     qpos = mj_field(env, "qpos")
     finite = np.isfinite(qpos).all(axis=1) & np.isfinite(mj_field(env, "qvel")).all(axis=1)
     z = qpos[:, 2]
@@ -95,12 +96,12 @@ def unhealthy(env: TaskEnvView) -> BoolArray:
 
 def action_l2(env: TaskEnvView) -> FloatArray:
     """Sum of squared components of the applied (clipped) action."""
-    return np.sum(np.square(env.action), axis=1)
+    return np.square(env.action).sum(axis=1)
 
 
 def contact_force_l2(env: TaskEnvView) -> FloatArray:
     """Sum of squared clipped external wrench components over all bodies, as Ant-v5's contact cost."""
-    return np.sum(np.square(clipped_contact_forces(env, first_body=0)), axis=1)
+    return np.square(clipped_contact_forces(env, first_body=0)).sum(axis=1)
 
 
 def never(env: TaskEnvView) -> BoolArray:
@@ -167,7 +168,7 @@ def make_cfg() -> TaskCfg:
             "contact_forces": ObsTerm(clipped_contact_forces, "N m, N (clipped)"),
         },
         rewards={
-            "healthy": RewardTerm(healthy, 1.0),
+            "healthy": RewardTerm(terms.not_terminated_by, 1.0, {"termination": "unhealthy"}),
             "forward": RewardTerm(terms.task_state, 1.0, {"key": "forward_velocity"}),
             "ctrl_cost": RewardTerm(action_l2, -0.5),
             "contact_cost": RewardTerm(contact_force_l2, -5e-4),

@@ -34,11 +34,12 @@ from robolearn.tasks.core import (
 )
 from robolearn.tasks.robots.racecar import (
     ROBOT_NAME,
-    STEERING_JOINTS,
     WHEELBASE,
+    body_velocity,
     racecar_robot,
     speed_steer_action,
-    steering_from_hinges,
+    steering_angle,
+    yaw_rate,
 )
 
 NUM_CHECKPOINTS = 8
@@ -121,21 +122,6 @@ def checkpoint_in_body(env: TaskEnvView, offset: int) -> FloatArray:
     offset_xy = _checkpoint_xy(env, offset) - _car_xy(env)
     world = np.column_stack([offset_xy, np.zeros(env.num_envs)])
     return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), world)[:, :2]
-
-
-def body_velocity(env: TaskEnvView) -> FloatArray:
-    """Forward and leftward velocity of the rear axle centre in the car's frame (m/s)."""
-    return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), env.sim.frame_linvel(ROBOT_NAME))[:, :2]
-
-
-def yaw_rate(env: TaskEnvView) -> FloatArray:
-    """Turn rate about the car's up axis (rad/s, positive to the left)."""
-    return terms.frame_angvel_body(env, ROBOT_NAME)[:, 2:]
-
-
-def steering_angle(env: TaskEnvView) -> FloatArray:
-    """Bicycle steering angle the front hinges currently steer (rad, positive to the left)."""
-    return steering_from_hinges(env.sim.joint_pos(STEERING_JOINTS))[:, None]
 
 
 # -- rewards, success, terminations -----------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.errors import RobolearnError
 from robolearn.sim.backend import BACKENDS, Backend, FloatArray, IntArray, Marker
 from robolearn.sim.scene import SceneCfg
 
@@ -24,7 +25,7 @@ Embodiment = Literal["arm", "drone", "car", "legged"]
 Observation = dict[str, npt.NDArray[np.float32]]
 
 
-class TaskError(ValueError):
+class TaskError(RobolearnError):
     """A malformed task definition or an unknown task; the message names the fault."""
 
 
@@ -44,6 +45,10 @@ class TaskEnvView(Protocol):
     """(num_envs, A) the action applied the step before."""
     rng: np.random.Generator
     """The generator reset terms draw from."""
+    step_success: npt.NDArray[np.bool_]
+    """(num_envs,) the success condition in the current step, evaluated before the rewards."""
+    step_terminations: dict[str, npt.NDArray[np.bool_]]
+    """Each termination term's (num_envs,) value in the current step, evaluated before the rewards."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,12 @@ class TaskCfg:
         for label, term in terms:
             fn = term.to_controls if isinstance(term, ActionCfg) else term.fn
             _check_params(self.name, label, fn, term.params)
+            named = term.params.get("termination")  # a term reading a termination's value
+            if named is not None and named not in self.terminations:
+                raise TaskError(
+                    f"task {self.name}: term {label} reads termination {named!r}; "
+                    f"terminations: {sorted(self.terminations)}"
+                )
 
 
 def _check_params(task: str, label: str, fn: Callable[..., Any], params: Mapping[str, Any]) -> None:

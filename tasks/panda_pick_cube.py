@@ -25,15 +25,14 @@ from robolearn.tasks.core import (
     TaskCfg,
     TaskEnvView,
 )
+from robolearn.tasks.robots.arm import ee_target_offset, servo_step
 from robolearn.tasks.robots.panda import (
     ARM_JOINTS,
     FINGER_JOINTS,
     HOME_LOW,
     MAX_OPENING,
     ee_delta_action,
-    ee_target_offset,
     panda_robot,
-    servo_step,
 )
 
 HALF = 0.02
@@ -46,7 +45,7 @@ CUBE_HIGH = (0.6, 0.2, HALF)
 
 def cube_lift(env: TaskEnvView) -> FloatArray:
     """Fraction of the target lift reached, in [0, 1]."""
-    return np.clip((env.sim.frame_pos("cube")[:, 2] - HALF) / LIFT, 0.0, 1.0)
+    return ((env.sim.frame_pos("cube")[:, 2] - HALF) / LIFT).clip(0.0, 1.0)
 
 
 def ee_cube_closeness(env: TaskEnvView) -> FloatArray:

@@ -18,13 +18,12 @@ from robolearn.tasks.core import (
     TaskCfg,
     TaskEnvView,
 )
+from robolearn.tasks.robots.arm import ee_target_offset, servo_step
 from robolearn.tasks.robots.panda import (
     ARM_JOINTS,
     MAX_OPENING,
     ee_delta_action,
-    ee_target_offset,
     panda_robot,
-    servo_step,
 )
 
 GOAL_LOW = (0.3, -0.25, 0.1)
@@ -74,9 +73,7 @@ def make_cfg() -> TaskCfg:
             "distance": RewardTerm(
                 terms.distance_to_state_tanh, -1.0, {"key": "goal", "frame": "ee", "scale": 0.1}
             ),
-            "reached": RewardTerm(
-                terms.within_distance_of_state, 1.0, {"key": "goal", "frame": "ee", "tolerance": TOLERANCE}
-            ),
+            "reached": RewardTerm(terms.succeeded, 1.0),  # the success condition, within TOLERANCE
         },
         success=DoneTerm(
             terms.within_distance_of_state, {"key": "goal", "frame": "ee", "tolerance": TOLERANCE}

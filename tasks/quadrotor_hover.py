@@ -9,17 +9,14 @@ tilted past 80 degrees) or on leaving the flight box. Actions are collective thr
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from robolearn.sim.backend import FloatArray, IntArray, Marker
+from robolearn.sim.backend import IntArray, Marker
 from robolearn.tasks import terms
 from robolearn.tasks.core import (
     DoneTerm,
     EventTerm,
     Expert,
-    Observation,
     ObsTerm,
     RewardTerm,
     TaskCfg,
@@ -27,10 +24,10 @@ from robolearn.tasks.core import (
 )
 from robolearn.tasks.robots.crazyflie import (
     CONTROL_DT,
-    GRAVITY,
     NAME,
     BoolArray,
     Box,
+    CascadedCtbrExpert,
     ctbr_action,
     drone_observations,
     drone_penalties,
@@ -88,74 +85,6 @@ class HeldAtEpisodeEnd:
 
 
 # -- expert ------------------------------------------------------------------------------------
-class CascadedCtbrExpert:
-    """Cascaded position and attitude controller that outputs collective thrust and body rates.
-
-    Outer loop: a PD law on the position error gives a desired acceleration (its proportional part
-    saturated so the drone approaches at ``max_speed`` at most, and tilt-limited). The desired
-    force ``m (a + g e_z)`` sets the thrust (its projection on the body z axis) and the desired
-    attitude (body z along the force, heading held). Inner loop: body rates proportional to the
-    attitude error on SO(3) (Lee, Leok and McClamroch 2010). It reads only the observation dict
-    (``error_key``, ``linvel``, ``attitude``), so it can be deployed like a trained policy.
-
-    The vertical loop is stiffer than the horizontal one because the expert has no integrator: a
-    thrust or mass error of 10 % (the domain randomization's range) leaves an altitude offset of
-    0.1 g / kp_z, 5 cm with kp_z = 20.
-    """
-
-    def __init__(
-        self,
-        cfg: TaskCfg,
-        error_key: str = "to_target",
-        kp: tuple[float, float, float] = (6.0, 6.0, 20.0),
-        kd: tuple[float, float, float] = (4.0, 4.0, 8.0),
-        max_speed: float = 1.0,
-        max_tilt: float = 0.5,
-        k_att: tuple[float, float, float] = (10.0, 10.0, 4.0),
-    ) -> None:
-        self.error_key = error_key
-        self.kp, self.kd, self.max_speed = np.asarray(kp), np.asarray(kd), max_speed
-        self.max_horizontal_acc = GRAVITY * math.tan(max_tilt)
-        self.k_att = np.asarray(k_att)
-        self.mass = cfg.action.neutral[0] / GRAVITY  # nominal mass, from the hover thrust
-        self.low, self.high = np.asarray(cfg.action.low), np.asarray(cfg.action.high)
-
-    def __call__(self, obs: Observation) -> FloatArray:
-        err = obs[self.error_key].astype(np.float64)
-        vel = obs["linvel"].astype(np.float64)
-        rot = obs["attitude"].astype(np.float64).reshape(-1, 3, 3)
-
-        # PD with the proportional part saturated to a speed: a = kd (v_des - v), v_des = kp/kd e.
-        v_des = _clip_norm(self.kp / self.kd * err, self.max_speed)
-        acc = self.kd * (v_des - vel)
-        acc[:, :2] = _clip_norm(acc[:, :2], self.max_horizontal_acc)
-        acc[:, 2] = np.clip(acc[:, 2], -0.6 * GRAVITY, 0.8 * GRAVITY)
-        force = self.mass * (acc + np.array([0.0, 0.0, GRAVITY]))
-        thrust = np.einsum("ni,ni->n", force, rot[:, :, 2])
-
-        # Desired attitude: body z along the force, body x as close as possible to the current heading.
-        z_des = force / np.linalg.norm(force, axis=1, keepdims=True)
-        heading = rot[:, :, 0].copy()
-        heading[:, 2] = 0.0
-        # Body x pointing straight up or down (past any crash tilt) has no heading: take world x.
-        heading[np.linalg.norm(heading, axis=1) < 1e-3] = (1.0, 0.0, 0.0)
-        y_des = np.cross(z_des, heading)
-        y_des /= np.linalg.norm(y_des, axis=1, keepdims=True)
-        rot_des = np.stack([np.cross(y_des, z_des), y_des, z_des], axis=2)
-        # Attitude error e_R = vee(R_d^T R - R^T R_d) / 2, in the body frame.
-        m = np.einsum("nji,njk->nik", rot_des, rot)
-        skew = m - np.swapaxes(m, 1, 2)
-        e_rot = 0.5 * np.stack([skew[:, 2, 1], skew[:, 0, 2], skew[:, 1, 0]], axis=1)
-        rates = -self.k_att * e_rot
-        return np.clip(np.concatenate([thrust[:, None], rates], axis=1), self.low, self.high)
-
-
-def _clip_norm(v: FloatArray, limit: float) -> FloatArray:
-    """Scale rows of ``v`` down to a norm of at most ``limit``."""
-    norm = np.linalg.norm(v, axis=1, keepdims=True)
-    return v * np.minimum(1.0, limit / np.maximum(norm, 1e-9))
-
-
 def _expert(cfg: TaskCfg) -> Expert:
     return CascadedCtbrExpert(cfg)
 

@@ -25,12 +25,12 @@ from robolearn.tasks.core import (
     TaskCfg,
     TaskEnvView,
 )
-from robolearn.tasks.quadrotor_hover import CascadedCtbrExpert
 from robolearn.tasks.robots.crazyflie import (
     CONTROL_DT,
     NAME,
     BoolArray,
     Box,
+    CascadedCtbrExpert,
     ctbr_action,
     drone_observations,
     drone_penalties,

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.sim.backend import FloatArray, IntArray
-from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse, quat_to_mat
+from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse
 from robolearn.tasks.core import TaskEnvView
 
 BoolArray = npt.NDArray[np.bool_]
@@ -88,12 +88,24 @@ def distance_to_state_tanh(env: TaskEnvView, key: str, frame: str, scale: float)
 
 def action_rate_l2(env: TaskEnvView) -> FloatArray:
     """Squared change of the action between steps."""
-    return np.sum(np.square(env.action - env.prev_action), axis=1)
+    return np.square(env.action - env.prev_action).sum(axis=1)
 
 
 def constant(env: TaskEnvView) -> FloatArray:
     """One per step (an alive bonus or a time penalty, by its weight's sign)."""
     return np.ones(env.num_envs)
+
+
+def succeeded(env: TaskEnvView) -> BoolArray:
+    """True where the task's success condition held in this step (a success bonus): its value,
+    computed once before the rewards."""
+    return env.step_success
+
+
+def not_terminated_by(env: TaskEnvView, termination: str) -> BoolArray:
+    """True where the termination term ``termination`` did not hold in this step (an alive bonus,
+    Isaac Lab's ``is_alive`` for one term): its value, computed once before the rewards."""
+    return ~env.step_terminations[termination]
 
 
 # -- terminations and success ------------------------------------------------------------------
@@ -104,7 +116,10 @@ def within_distance_of_state(env: TaskEnvView, key: str, frame: str, tolerance: 
 
 def tilted(env: TaskEnvView, frame: str, max_tilt: float) -> BoolArray:
     """True where a frame's z axis leans more than ``max_tilt`` (rad) from the world's vertical."""
-    return np.asarray(quat_to_mat(env.sim.frame_quat(frame))[:, 2, 2] < np.cos(max_tilt))
+    q = env.sim.frame_quat(frame)
+    x, y = q[:, 1], q[:, 2]
+    # The z axis's vertical component: entry (2, 2) of quat_to_mat, without the other eight.
+    return np.asarray(1 - 2 * (x * x + y * y) < np.cos(max_tilt))
 
 
 def frame_outside_box(

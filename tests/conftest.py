@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from robolearn.rl.distill import DistillCmd, distill
+from robolearn.rl.config import DistillCmd
+from robolearn.rl.distill import distill
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 

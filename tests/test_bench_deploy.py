@@ -13,8 +13,10 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or source a ROS 2 installation")
 
-from robolearn.bench.deploy import DeployBenchCfg, format_deploy_table, run_deploy_bench
-from robolearn.bench.transfer import TransferBenchCfg, format_transfer_table, run_transfer_bench
+from robolearn.bench.config import DeployBenchCfg, TransferBenchCfg
+from robolearn.bench.deploy import format_deploy_table, run_deploy_bench
+from robolearn.bench.transfer import format_transfer_table, run_transfer_bench
+from robolearn.errors import ConfigError
 
 pytestmark = [pytest.mark.ros, pytest.mark.filterwarnings("ignore::DeprecationWarning:lark")]
 
@@ -40,7 +42,7 @@ def test_deploy_bench_measures_latency_and_jitter_of_an_mlp_policy_node(tmp_path
 
 
 def test_deploy_bench_refuses_an_empty_run() -> None:
-    with pytest.raises(ValueError, match="latency-samples"):
+    with pytest.raises(ConfigError, match="latency-samples"):
         run_deploy_bench(DeployBenchCfg(latency_samples=0))
 
 

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 import robolearn.rl.train
-from robolearn.bench.learn import LearnBenchCfg, _censored_median, format_learn_table, run_learn_bench
-from robolearn.rl.train import TrainCfg, train
-from robolearn.tasks.core import TaskError
+from robolearn.bench.config import LearnBenchCfg
+from robolearn.bench.learn import _censored_median, format_learn_table, run_learn_bench
+from robolearn.errors import ConfigError
+from robolearn.rl.config import TrainCfg
+from robolearn.rl.train import train
 
 TINY = LearnBenchCfg(
     seeds=1,
@@ -139,11 +141,11 @@ def test_medians_count_a_seed_that_never_got_there_as_slowest() -> None:
 
 
 def test_bad_configuration_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(TaskError, match="seeds must be at least 1, got 0"):
+    with pytest.raises(ConfigError, match="--seeds 0: must be at least 1"):
         run_learn_bench(LearnBenchCfg(seeds=0))
-    with pytest.raises(TaskError, match="unknown benchmark parts"):
+    with pytest.raises(ConfigError, match="unknown benchmark parts"):
         run_learn_bench(LearnBenchCfg(parts=("speed",)))  # type: ignore[arg-type]
-    with pytest.raises(TaskError, match="critics must be ensemble sizes"):
+    with pytest.raises(ConfigError, match="critics must be ensemble sizes"):
         run_learn_bench(LearnBenchCfg(critics=()))
-    with pytest.raises(TaskError, match="stop-at-success must be in"):
+    with pytest.raises(ConfigError, match=r"--stop-at-success 1\.5: must be in"):
         train(TrainCfg(task="panda_reach", stop_at_success=1.5, out=tmp_path))

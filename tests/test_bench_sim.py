@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from robolearn.bench.config import SimBenchCfg
 from robolearn.bench.report import format_table
-from robolearn.bench.sim import SimBenchCfg, run_sim_bench
-from robolearn.sim.backend import SimError
+from robolearn.bench.sim import run_sim_bench
+from robolearn.errors import ConfigError
 from robolearn.tasks import task_names
 
 
@@ -72,7 +73,7 @@ def test_table_has_a_row_per_contender(bench: tuple[list[dict[str, Any]], dict[s
 
 
 def test_bad_configuration_is_refused() -> None:
-    with pytest.raises(SimError, match="seconds must be positive, got 0"):
+    with pytest.raises(ConfigError, match=r"--seconds 0\.0: must be in \(0, 3600\]"):
         run_sim_bench(SimBenchCfg(seconds=0.0))
-    with pytest.raises(SimError, match="rounds must be at least 1"):
+    with pytest.raises(ConfigError, match="--rounds 0: must be at least 1"):
         run_sim_bench(SimBenchCfg(rounds=0))

@@ -7,6 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
+from robolearn.envs.autoreset import EpisodeStatistics
 from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.transforms import quat_from_euler, yaw_of
 from robolearn.tasks import car_checkpoints as car
@@ -138,7 +139,7 @@ def test_the_lap_succeeds_and_leaving_the_arena_terminates() -> None:
     env.sim.forward(np.arange(2))
     _, _, terminated, _, info = env.step(np.zeros((2, 2)))
     assert terminated.all()
-    np.testing.assert_array_equal(info["final_info"]["episode_success"], [True, False])
+    np.testing.assert_array_equal(info["final_info"]["success"], [True, False])
     env.close()
 
 
@@ -146,14 +147,16 @@ def test_expert_completes_laps_on_mujoco_batch() -> None:
     env = TaskEnv("car_checkpoints", "mujoco_batch", 32, seed=7)
     expert = env.cfg.expert(env.cfg)
     obs, _ = env.reset()
+    stats = EpisodeStatistics(32)
     first_episode = np.full(32, -1)
     lap_steps = np.zeros(32)
     for _ in range(env.cfg.episode_length):
-        obs, _, _, _, info = env.step(expert(obs))
-        if "_final_info" in info:
-            new = info["_final_info"] & (first_episode < 0)
-            first_episode[new] = info["final_info"]["episode_success"][new]
-            lap_steps[new] = info["final_info"]["episode_length"][new]
+        obs, reward, terminated, truncated, info = env.step(expert(obs))
+        ended = stats.step(reward, terminated, truncated, info)
+        new = first_episode[ended.worlds] < 0
+        assert ended.successes is not None
+        first_episode[ended.worlds[new]] = ended.successes[new]
+        lap_steps[ended.worlds[new]] = ended.lengths[new]
         if (first_episode >= 0).all():
             break
     assert (first_episode >= 0).all()

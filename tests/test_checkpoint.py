@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+from robolearn.errors import CorruptFileError
 from robolearn.policy.normalization import RunningNorm
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
-from robolearn.rl.replay import Batch, CorruptFileError, ReplayBuffer
-from robolearn.rl.sac import SAC, SACConfig
+from robolearn.rl.config import SACConfig
+from robolearn.rl.replay import Batch, ReplayBuffer
+from robolearn.rl.sac import SAC
 
 CFG = SACConfig(hidden=(32, 32), batch_size=16, num_critics=3)
 

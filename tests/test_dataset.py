@@ -15,28 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robolearn.data.dataset import (
-    ACTION,
-    DONE,
-    INTERVENTION,
-    REWARD,
-    STATE,
-    SUCCESS,
-    TERMINATED,
-    DatasetCmd,
-    DatasetError,
-    DatasetInfoCmd,
-    DatasetMergeCmd,
-    DatasetValidateCmd,
-    DatasetWriter,
-    dataset_info,
-    load_demo_buffer,
-    merge_datasets,
-    read_dataset,
-    run_dataset,
-    validate_dataset,
-)
+from robolearn.cli.dataset import DatasetCmd, DatasetInfoCmd, DatasetMergeCmd, DatasetValidateCmd, run_dataset
+from robolearn.data.format import ACTION, DONE, INTERVENTION, REWARD, STATE, SUCCESS, TERMINATED, DatasetError
+from robolearn.data.merge import dataset_info, merge_datasets
+from robolearn.data.reader import read_dataset
+from robolearn.data.validate import check_dataset, validate_dataset
+from robolearn.data.writer import DatasetWriter
 from robolearn.policy.normalization import ActionScaler
+from robolearn.rl.demos import load_demo_buffer
 from robolearn.tasks import make_task_cfg
 
 SHAPES = {"pos": (3,), "grip": (1,)}
@@ -173,7 +159,7 @@ def test_stats_aggregate_exactly(recorded: tuple[Path, list[list[dict]]]) -> Non
 CRASH_SCRIPT = """
 import sys, time, numpy as np
 from pathlib import Path
-from robolearn.data.dataset import DatasetWriter
+from robolearn.data.writer import DatasetWriter
 w = DatasetWriter.create(Path(sys.argv[1]), repo_id="t/crash", fps=30, robot_type="panda",
     obs_shapes={"pos": (3,)}, obs_names=None, action_names=["a"], image_shape=(16, 16, 3))
 for ep in range(1000):
@@ -218,8 +204,10 @@ def test_interrupted_save_is_reported_and_repaired(tmp_path: Path) -> None:
     # A save killed after its data file was renamed into place but before the commit.
     orphan = root / "data/chunk-000/file-002.parquet"
     orphan.write_bytes((root / "data/chunk-000/file-001.parquet").read_bytes())
-    problems = validate_dataset(root)
-    assert len(problems) == 1 and "file-002.parquet: no episode refers to it" in problems[0]
+    # The committed episodes stay valid; the orphan is reported as what it is, a leftover.
+    found = check_dataset(root)
+    assert found.problems == []
+    assert len(found.warnings) == 1 and "file-002.parquet: no episode refers to it" in found.warnings[0]
     DatasetWriter.open(root).close()
     assert not orphan.exists() and validate_dataset(root) == []
 
@@ -346,3 +334,100 @@ def test_cli(
     (tmp_path / "twice/meta/info.json").write_text("{")
     with pytest.raises(DatasetError, match="1 problem"):
         run_dataset(DatasetCmd(DatasetValidateCmd(tmp_path / "twice")))
+
+
+# -- statistics as LeRobot computes them (issue 12) ------------------------------------------------
+def _lerobot_sample(n: int) -> np.ndarray:
+    """LeRobot's frame sample for image statistics: n**0.75 frames within [100, 10,000], at most n."""
+    k = max(min(100, n), min(int(n**0.75), 10_000))
+    return np.round(np.linspace(0, n - 1, k)).astype(int)
+
+
+def _lerobot_image_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel stats in [0, 1] of a frame sample (channel-first, strided down from 300 px)."""
+    sample = frames[_lerobot_sample(len(frames))].transpose(0, 3, 1, 2).astype(np.float64)
+    _, _, h, w = sample.shape
+    if max(h, w) >= 300:
+        f = int(w / 150) if w > h else int(h / 150)
+        sample = sample[:, :, ::f, ::f]
+    return {
+        "mean": sample.mean(axis=(0, 2, 3), keepdims=True)[0] / 255,
+        "std": sample.std(axis=(0, 2, 3), keepdims=True)[0] / 255,
+        "min": sample.min(axis=(0, 2, 3), keepdims=True)[0] / 255,
+        "max": sample.max(axis=(0, 2, 3), keepdims=True)[0] / 255,
+        "count": np.array([len(sample)]),
+    }
+
+
+def _lerobot_aggregate(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """LeRobot's aggregate: count-weighted mean and quantiles, parallel variance, extremes, summed count."""
+    n = np.array([p["count"][0] for p in parts], np.float64)
+    total = n.sum()
+    weight = [c / total for c in n]
+    mean = sum(w * np.asarray(p["mean"]) for w, p in zip(weight, parts, strict=True))
+    var = sum(
+        w * (np.asarray(p["std"]) ** 2 + (np.asarray(p["mean"]) - mean) ** 2)
+        for w, p in zip(weight, parts, strict=True)
+    )
+    out = {
+        "mean": mean,
+        "std": np.sqrt(var),
+        "min": np.minimum.reduce([np.asarray(p["min"]) for p in parts]),
+        "max": np.maximum.reduce([np.asarray(p["max"]) for p in parts]),
+        "count": np.array([int(total)]),
+    }
+    for q in ("q01", "q10", "q50", "q90", "q99"):
+        out[q] = sum(w * np.asarray(p[q]) for w, p in zip(weight, parts, strict=True))
+    return out
+
+
+def test_image_stats_count_sampled_frames() -> None:
+    from robolearn.data.stats import image_stats
+
+    rng = np.random.default_rng(0)
+    for n, shape in [(7, (16, 24, 3)), (300, (8, 8, 3)), (1000, (4, 6, 3)), (3, (240, 320, 3))]:
+        frames = rng.integers(0, 256, (n, *shape), dtype=np.uint8)
+        ours, theirs = image_stats(frames), _lerobot_image_stats(frames)
+        assert ours["count"].tolist() == theirs["count"].tolist()  # frames sampled, not pixels
+        for key in ("mean", "std", "min", "max"):
+            assert ours[key].shape == (3, 1, 1)
+            np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-9, atol=1e-12)
+    assert image_stats(np.zeros((1000, 4, 6, 3), np.uint8))["count"].tolist() == [177]
+
+
+def test_stats_follow_lerobot_formulas(recorded: tuple[Path, list[list[dict]]]) -> None:
+    root, episodes = recorded
+    rows = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    stats = json.loads((root / "meta/stats.json").read_text())
+    for key in ("observation.state", ACTION, CAM):
+        parts = [
+            {
+                s: np.asarray(row[f"stats/{key}/{s}"])
+                for s in ("mean", "std", "min", "max", "count", "q01", "q10", "q50", "q90", "q99")
+            }
+            for row in rows
+        ]
+        if key == CAM:
+            for part, frames in zip(parts, episodes, strict=True):
+                expected = _lerobot_image_stats(np.stack([f["image"] for f in frames]))
+                assert part["count"].tolist() == expected["count"].tolist() == [len(frames)]
+                np.testing.assert_allclose(part["mean"], expected["mean"], rtol=1e-9)
+        else:
+            values = read_dataset(root).frames()[key]
+            bounds = np.cumsum([0] + [len(e) for e in episodes])
+            for i, part in enumerate(parts):
+                x = values[bounds[i] : bounds[i + 1]].astype(np.float64)
+                assert part["count"].tolist() == [len(x)]
+                np.testing.assert_allclose(part["mean"], x.mean(axis=0), rtol=1e-9)
+                np.testing.assert_allclose(part["std"], x.std(axis=0), rtol=1e-6, atol=1e-9)
+                # Histogram quantiles (5,000 bins) sit within a bin or two of the exact ones.
+                width = (x.max(axis=0) - x.min(axis=0)) / 5000 + 1e-9
+                assert np.all(
+                    np.abs(part["q50"] - np.quantile(x, 0.5, axis=0, method="inverted_cdf")) <= 2 * width
+                )
+        expected = _lerobot_aggregate(parts)
+        assert stats[key]["count"] == expected["count"].tolist()
+        for s in ("mean", "std", "min", "max", "q01", "q10", "q50", "q90", "q99"):
+            np.testing.assert_allclose(
+                stats[key][s], expected[s], rtol=1e-9, atol=1e-12, err_msg=f"{key} {s}"
+            )

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from robolearn.cli.launch import LaunchCmd, run_launch
 from robolearn.hardware.ros._rclpy import ROS_ENV_DEFAULTS
 from robolearn.hardware.ros.harness import private_domain
-from robolearn.hardware.ros.launch import LaunchCmd, run_launch
 from robolearn.policy.export import export_policy
 
 pytestmark = pytest.mark.ros

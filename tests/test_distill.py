@@ -12,10 +12,12 @@ import pytest
 import torch
 
 from robolearn.envs.task_env import TaskEnv
+from robolearn.errors import ConfigError
 from robolearn.eval.evaluation import evaluate
+from robolearn.policy.loading import load_policy
 from robolearn.rl.checkpoint import load_checkpoint
-from robolearn.rl.distill import DistillCmd, distill
-from robolearn.rl.train import load_policy
+from robolearn.rl.config import DistillCmd
+from robolearn.rl.distill import distill
 from robolearn.tasks.core import TaskError
 
 
@@ -50,9 +52,9 @@ def test_bad_requests_are_refused(tmp_path: Path) -> None:
         distill(DistillCmd(task="ant", out=tmp_path))
     with pytest.raises(TaskError, match="unknown task"):
         distill(DistillCmd(task="panda_fly", out=tmp_path))
-    with pytest.raises(TaskError, match="--iterations 0: must be at least 1"):
+    with pytest.raises(ConfigError, match="--iterations 0: must be at least 1"):
         distill(DistillCmd(task="panda_reach", iterations=0, out=tmp_path))
-    with pytest.raises(TaskError, match="--beta-decay"):
+    with pytest.raises(ConfigError, match="--beta-decay"):
         distill(DistillCmd(task="panda_reach", beta_decay=1.5, out=tmp_path))
     assert not any(tmp_path.iterdir())
 

@@ -17,20 +17,15 @@ import numpy as np
 import pytest
 import torch
 
+from robolearn.cli.export import ExportCmd, run_export
 from robolearn.envs.task_env import TaskGymEnv
-from robolearn.policy.export import (
-    ExportCmd,
-    ExportError,
-    PolicyMismatchError,
-    export_policy,
-    load_exported,
-    read_meta,
-    run_export,
-    scripted_policy,
-)
-from robolearn.rl.distill import DistillCmd, distill
-from robolearn.rl.replay import CorruptFileError
-from robolearn.rl.train import load_policy
+from robolearn.errors import CorruptFileError
+from robolearn.policy.export import export_policy
+from robolearn.policy.loading import load_policy
+from robolearn.policy.meta import ExportError, PolicyMismatchError, read_meta
+from robolearn.policy.runtime import load_exported, scripted_policy
+from robolearn.rl.config import DistillCmd
+from robolearn.rl.distill import distill
 from robolearn.tasks import make_task_cfg
 
 TASK = "panda_reach"
@@ -170,7 +165,7 @@ def test_damaged_folders_are_refused_in_one_line(exported: Path, tmp_path: Path,
     expected = {
         "flip": "does not match the SHA-256",
         "truncate": "does not match the SHA-256",
-        "json": "is not valid JSON",
+        "json": "not readable JSON",
         "field": "missing field 'low'",
         "shape": "does not take the 13 observation values",
         "missing": "policy.pt is missing",
@@ -213,7 +208,7 @@ def test_loading_needs_neither_the_learner_nor_a_simulator(exported: Path) -> No
     script = f"""
 import json, sys
 import numpy as np
-from robolearn.policy.export import load_exported
+from robolearn.policy.runtime import load_exported
 policy = load_exported({str(exported)!r})
 action = policy({{t.name: np.zeros(t.shape, np.float32) for t in policy.meta.obs}})
 print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
@@ -241,8 +236,13 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
     package = {m for m in modules if m.startswith("robolearn")}
     assert package <= {
         "robolearn",
-        "robolearn.policy.export",
-        "robolearn.rl.replay",
+        "robolearn.errors",
+        "robolearn.data",
+        "robolearn.data.files",
+        "robolearn.data.manifest",
+        "robolearn.policy",
+        "robolearn.policy.meta",
+        "robolearn.policy.runtime",
         "robolearn.tasks",
         "robolearn.tasks.core",
         "robolearn.sim",

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robolearn.data.dataset import read_dataset, validate_dataset
+from robolearn.data.reader import read_dataset
+from robolearn.data.validate import validate_dataset
+from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.rl.checkpoint import load_checkpoint
-from robolearn.rl.sac import SACConfig
-from robolearn.rl.train import RunState, TrainCfg, train
+from robolearn.rl.config import SACConfig, TrainCfg
+from robolearn.rl.train import RunState, train
 
 
 def _hil_cfg(tmp_path: Path, **overrides: object) -> TrainCfg:
@@ -81,16 +83,14 @@ def test_intervened_transitions_land_in_both_buffers_and_are_flagged(tmp_path: P
 
 
 def test_hil_needs_a_robolearn_task(tmp_path: Path) -> None:
-    from robolearn.tasks.core import TaskError
-
-    with pytest.raises(TaskError, match="need a robolearn task"):
+    with pytest.raises(ConfigError, match="need a robolearn task"):
         train(_hil_cfg(tmp_path, task="gym:Pendulum-v1"))
 
 
 def test_human_devices_watch_one_world(tmp_path: Path) -> None:
     from robolearn.tasks.core import TaskError
 
-    with pytest.raises(TaskError, match="one person watches one world"):
+    with pytest.raises(ConfigError, match="one person watches one world"):
         train(_hil_cfg(tmp_path, device="keyboard"))
     with pytest.raises(TaskError, match="needs a display"):
         train(_hil_cfg(tmp_path, device="keyboard", hil_worlds="first", hil_display="png"))
@@ -157,7 +157,8 @@ def test_a_person_at_the_keyboard_takes_over_and_marks_success(
 
 def test_recorded_demonstrations_fill_the_demonstration_buffer(tmp_path: Path) -> None:
     """``robolearn record`` then ``robolearn train --demos DIR``."""
-    from robolearn.hil.record import RecordCmd, record
+    from robolearn.hil.config import RecordCmd
+    from robolearn.hil.record import record
 
     demos_dir = tmp_path / "demos"
     recorded = record(RecordCmd("panda_reach", device="scripted", episodes=3, out=demos_dir, display="none"))
@@ -167,6 +168,6 @@ def test_recorded_demonstrations_fill_the_demonstration_buffer(tmp_path: Path) -
     # Every step of a successful (terminal) episode is a transition; nothing else is in the buffer.
     assert demos is not None and len(demos) == recorded["frames"]
     assert demos.terminated[: len(demos)].sum() == 3
-    with pytest.raises(ValueError, match="not a LeRobot v3 dataset"):
+    with pytest.raises(CorruptFileError, match="not a LeRobot v3 dataset"):
         train(_hil_cfg(tmp_path, hil=False, name="bad", demos=(tmp_path / "nothing",)))
     assert not (tmp_path / "bad").exists()

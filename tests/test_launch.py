@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,14 +17,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from robolearn.cli.launch import LaunchCmd, run_launch
+from robolearn.errors import RobolearnError
 from robolearn.hardware.ros.launch import (
-    LaunchCmd,
+    DEFAULT_LIMITS,
     LaunchError,
+    LaunchLimits,
     LaunchPlan,
     LaunchProcess,
     find_launch_file,
     resolve_launch,
-    run_launch,
     run_processes,
 )
 
@@ -400,6 +403,252 @@ def test_python_launch_file_is_refused(tmp_path: Path) -> None:
         run_launch(LaunchCmd(str(path), print=True))
 
 
+# -- crafted launch files (issue 15) --------------------------------------------------------------
+# Each hostile file is refused quickly with one line that names the file and the limit, instead of
+# hanging, exhausting memory or ending in a RecursionError.
+
+
+def refused(path: Path, pattern: str, *, names: str | None = None) -> str:
+    """Resolve ``path``, expecting a one-line LaunchError matching ``pattern`` within a second."""
+    start = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        resolve_launch(path)
+    message = str(info.value)
+    assert time.monotonic() - start < 1.5, message
+    assert "\n" not in message and len(message) < 400, message
+    assert (names or path.name) in message
+    assert re.search(pattern, message), message
+    return message
+
+
+def nested(depth: int, inner: str = "") -> str:
+    return "<launch>" + "<group>" * depth + inner + "</group>" * depth + "</launch>"
+
+
+# Sizes: one file, all files read, one value, all values.
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "huge.launch.xml"
+    path.write_text("<launch>" + " " * DEFAULT_LIMITS.max_file_bytes + "</launch>")
+    refused(path, rf"larger than {DEFAULT_LIMITS.max_file_bytes} bytes \(limit")
+
+
+def test_a_non_utf8_file_is_refused_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.launch.xml"
+    path.write_bytes('<launch><let name="x" value="caf\xe9"/></launch>'.encode("latin-1"))
+    refused(path, r"not UTF-8 text \(byte 0xe9 at offset 32\); launch files must be UTF-8")
+    assert run_launch_refuses(path, r"not UTF-8")
+
+
+def run_launch_refuses(path: Path, pattern: str) -> bool:
+    """``robolearn launch FILE --print`` refuses with a RobolearnError, which the CLI prints on one line."""
+    with pytest.raises(RobolearnError, match=pattern):
+        run_launch(LaunchCmd(str(path), print=True))
+    return True
+
+
+def test_includes_reading_too_many_bytes_in_all_are_refused(tmp_path: Path) -> None:
+    big = "<launch><!--" + "x" * (DEFAULT_LIMITS.max_file_bytes - 100) + "--></launch>"
+    (tmp_path / "big.launch.xml").write_text(big)
+    include = '<include file="$(dirname)/big.launch.xml"/>'
+    path = write(tmp_path, "many.launch.xml", f"<launch>{include * 5}</launch>")
+    refused(path, rf"reads more than {DEFAULT_LIMITS.max_read_bytes} bytes of launch files", names="big")
+
+
+def test_let_doubling_40_times_is_refused_at_the_value_limit(tmp_path: Path) -> None:
+    lets = '<let name="x" value="$(var x)$(var x)"/>' * 40
+    path = write(tmp_path, "doubling.launch.xml", f'<launch><let name="x" value="ab"/>{lets}</launch>')
+    refused(
+        path, rf"'\$\(var x\)\$\(var x\)' expands to more than {DEFAULT_LIMITS.max_value_chars} characters"
+    )
+
+
+def test_many_large_values_are_refused_at_the_total_limit(tmp_path: Path) -> None:
+    grow = '<let name="x" value="$(var x)$(var x)"/>' * 16  # 2 * 2^16 = 128 KiB: just inside one value
+    copies = "".join(f'<let name="y{i}" value="$(var x)"/>' for i in range(200))
+    path = write(tmp_path, "copies.launch.xml", f'<launch><let name="x" value="ab"/>{grow}{copies}</launch>')
+    refused(path, rf"values expand to more than {DEFAULT_LIMITS.max_expanded_chars} characters in all")
+
+
+# Expansion: aliases, entities, includes, processes.
+
+ALIAS_BOMB = """\
+launch:
+  - let:
+      name: x
+      value: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]
+  - let: {name: b, value: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]}
+  - let: {name: c, value: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]}
+  - let: {name: d, value: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]}
+  - let: {name: e, value: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]}
+  - let: {name: f, value: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]}
+  - let: {name: g, value: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]}
+  - let: {name: h, value: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]}
+  - let: {name: i, value: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]}
+"""
+
+
+def test_a_yaml_alias_bomb_is_refused_at_the_first_alias(tmp_path: Path) -> None:
+    path = write(tmp_path, "bomb.launch.yaml", ALIAS_BOMB)
+    refused(path, r"YAML alias \*a at line 5: aliases are not allowed in launch files")
+
+
+def test_an_alias_in_a_parameter_value_is_refused(tmp_path: Path) -> None:
+    node = '<node pkg="robolearn" exec="policy_node"><param name="p" value="[&amp;a [1, 2], *a]"/></node>'
+    path = write(tmp_path, "param_alias.launch.xml", f"<launch>{node}</launch>")
+    with pytest.raises(
+        LaunchError,
+        match=r"^param_alias.launch.xml: parameter p: YAML alias \*a at line 1: aliases are not allowed",
+    ):
+        resolve_launch(path)
+
+
+def test_xml_entity_expansion_is_refused(tmp_path: Path) -> None:
+    entities = '<!ENTITY a "aaaaaaaaaa">' + "".join(
+        f'<!ENTITY {b} "{("&" + a + ";") * 10}">' for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    path = write(
+        tmp_path,
+        "laughs.launch.xml",
+        f'<!DOCTYPE launch [{entities}]><launch><let name="x" value="&i;"/></launch>',
+    )
+    refused(path, r"XML entity declaration 'a' at line 1: entity declarations are not allowed")
+
+
+def test_an_external_dtd_is_refused(tmp_path: Path) -> None:
+    """expat would read no external DTD and silently drop ``&word;`` from an attribute."""
+    text = '<!DOCTYPE launch SYSTEM "http://example.com/x.dtd"><launch><executable cmd="rm &word;"/></launch>'
+    path = write(tmp_path, "dtd.launch.xml", text)
+    refused(path, r"external DTD 'http://example.com/x.dtd': launch files may not reference one")
+
+
+def test_includes_fanning_out_2_to_the_25_are_refused_at_the_include_limit(tmp_path: Path) -> None:
+    for level in range(25):
+        twice = f'<include file="$(dirname)/f{level + 1}.launch.xml"/>' * 2
+        write(tmp_path, f"f{level}.launch.xml", f"<launch>{twice}</launch>")
+    write(tmp_path, "f25.launch.xml", "<launch/>")
+    refused(
+        tmp_path / "f0.launch.xml",
+        rf"more than {DEFAULT_LIMITS.max_includes} includes in one launch",
+        names="f",
+    )
+
+
+def test_more_processes_than_the_limit_are_refused(tmp_path: Path) -> None:
+    many = '<executable cmd="true"/>' * (DEFAULT_LIMITS.max_processes + 1)
+    path = write(tmp_path, "fork.launch.xml", f"<launch>{many}</launch>")
+    refused(path, rf"more than {DEFAULT_LIMITS.max_processes} processes in one launch \(limit\)")
+
+
+# Depth: XML, YAML, substitutions, includes, groups across includes, parameter values.
+
+
+def test_5000_nested_groups_are_refused_at_the_depth_limit(tmp_path: Path) -> None:
+    path = write(tmp_path, "deep.launch.xml", nested(5000))
+    refused(path, rf"tags nested deeper than {DEFAULT_LIMITS.max_depth} levels at line 1")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 3000 + "]" * 3000,  # flow
+        "- " * 3000 + "x",  # block: a sequence in a sequence ... on one line
+    ],
+    ids=["flow", "block"],
+)
+def test_3000_deep_yaml_is_refused_at_the_depth_limit(tmp_path: Path, body: str) -> None:
+    path = tmp_path / "deep.launch.yaml"
+    path.write_text(
+        "launch:\n  - let:\n      name: x\n      value:\n" + textwrap.indent(body, " " * 8) + "\n"
+    )
+    refused(path, rf"YAML nested deeper than {DEFAULT_LIMITS.max_depth} levels at line \d+")
+
+
+def test_5000_nested_substitutions_are_refused(tmp_path: Path) -> None:
+    value = "$(not " * 5000 + "true" + ")" * 5000
+    path = write(tmp_path, "subs.launch.xml", f'<launch><let name="x" value="{value}"/></launch>')
+    refused(path, rf"substitutions nested deeper than {DEFAULT_LIMITS.max_depth} levels")
+
+
+def test_a_long_include_chain_is_refused_at_the_include_depth_limit(tmp_path: Path) -> None:
+    for level in range(40):
+        write(
+            tmp_path,
+            f"c{level}.launch.xml",
+            f'<launch><include file="$(dirname)/c{level + 1}.launch.xml"/></launch>',
+        )
+    write(tmp_path, "c40.launch.xml", "<launch/>")
+    refused(
+        tmp_path / "c0.launch.xml",
+        rf"includes nested deeper than {DEFAULT_LIMITS.max_include_depth} files at c32",
+        names="c31.launch.xml",
+    )
+
+
+def test_groups_nested_across_includes_are_refused_at_the_depth_limit(tmp_path: Path) -> None:
+    """Each file stays inside the per-file limit; together they would recurse 4 x 90 deep."""
+    for level in range(4):
+        include = f'<include file="$(dirname)/g{level + 1}.launch.xml"/>'
+        write(tmp_path, f"g{level}.launch.xml", nested(90, include))
+    write(tmp_path, "g4.launch.xml", "<launch/>")
+    refused(
+        tmp_path / "g0.launch.xml",
+        r"groups and includes nested deeper than 100 levels, counted across",
+        names="g",
+    )
+
+
+def test_a_deeply_nested_parameter_value_is_refused(tmp_path: Path) -> None:
+    value = "[" * 3000 + "]" * 3000
+    node = f'<node pkg="robolearn" exec="policy_node"><param name="p" value="{value}"/></node>'
+    path = write(tmp_path, "param_deep.launch.xml", f"<launch>{node}</launch>")
+    with pytest.raises(
+        LaunchError, match=r"^param_deep.launch.xml: parameter p: YAML nested deeper than 100 levels"
+    ):
+        resolve_launch(path)
+
+
+# Values YAML cannot convert end in the same one-line error, not a ValueError traceback.
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("launch:\n  - let: {name: x, value: " + "9" * 5000 + "}\n", r"not valid YAML: Exceeds the limit"),
+        ("launch:\n  - let: {name: x, value: 2001-02-30}\n", r"not valid YAML: day is out of range"),
+        ("launch: 5\n", r"'launch' must be a list of actions"),
+        ("launch:\n  - group: {children: 5}\n", r"'group.children' must be a list of actions"),
+        (
+            "launch:\n  - let: {name: x, value: !!python/object:os.system ls}\n",
+            r"not valid YAML: could not determine",
+        ),
+    ],
+    ids=["long-int", "bad-date", "launch-scalar", "children-scalar", "python-tag"],
+)
+def test_malformed_yaml_values_are_one_line_errors(tmp_path: Path, text: str, pattern: str) -> None:
+    path = tmp_path / "odd.launch.yaml"
+    path.write_text(text)
+    refused(path, pattern)
+
+
+def test_limits_leave_the_shipped_files_far_inside() -> None:
+    """The bounds are not tight for real files: every shipped file resolves under a tenth of them."""
+    tight = LaunchLimits(
+        max_file_bytes=DEFAULT_LIMITS.max_file_bytes // 10,
+        max_read_bytes=DEFAULT_LIMITS.max_read_bytes // 10,
+        max_depth=10,
+        max_includes=DEFAULT_LIMITS.max_includes // 10,
+        max_include_depth=3,
+        max_value_chars=DEFAULT_LIMITS.max_value_chars // 10,
+        max_expanded_chars=DEFAULT_LIMITS.max_expanded_chars // 10,
+        max_processes=DEFAULT_LIMITS.max_processes // 10,
+    )
+    for path in LAUNCH_FILES:
+        words = [a for a in (NEEDS.get(path.name.removesuffix(".launch.xml")),) if a]
+        assert resolve_launch(path, dict(w.split(":=", 1) for w in words), tight).processes
+
+
 # -- running processes ----------------------------------------------------------------------------
 
 QUITS = "import sys, time; print('up', flush=True); time.sleep({delay}); sys.exit({code})"
@@ -488,7 +737,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         """,
     )
     code = (
-        "import sys; from robolearn.hardware.ros.launch import LaunchCmd, run_launch; "
+        "import sys; from robolearn.cli.launch import LaunchCmd, run_launch; "
         f"sys.exit(run_launch(LaunchCmd({str(path)!r})))"
     )
     launcher = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE, text=True)

@@ -34,7 +34,7 @@ def test_regular_install_imports_every_part(wheel: Path, tmp_path: Path) -> None
         capture_output=True,
     )
     code = (
-        "import robolearn.sim.mujoco_backend, robolearn.tasks, robolearn.hardware, robolearn.cli.main;"
+        "import robolearn.sim.mujoco_backend, robolearn.tasks, robolearn.hardware, robolearn.cli;"
         "from robolearn.tasks import make_task_cfg; make_task_cfg('panda_pick_cube');"
         "print(robolearn.sim.mujoco_backend.__file__)"
     )

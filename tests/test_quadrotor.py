@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from robolearn.envs.autoreset import EpisodeStatistics
 from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.backend import make_backend
 from robolearn.sim.mujoco_model import build_model
@@ -35,11 +36,13 @@ def _expert_success(task: str, backend: str, num_envs: int, episodes: int, rando
     env = TaskEnv(task, backend, num_envs, seed=0, randomize=randomize)
     expert = env.cfg.expert(env.cfg)
     obs, _ = env.reset(seed=0)
+    stats = EpisodeStatistics(num_envs)
     outcomes: list[bool] = []
     while len(outcomes) < episodes:
-        obs, _, _, _, info = env.step(expert(obs))
-        if "final_info" in info:
-            outcomes += info["final_info"]["episode_success"][info["_final_info"]].tolist()
+        obs, reward, terminated, truncated, info = env.step(expert(obs))
+        ended = stats.step(reward, terminated, truncated, info)
+        assert ended.successes is not None
+        outcomes += ended.successes.tolist()
     env.close()
     return float(np.mean(outcomes[:episodes]))
 

@@ -9,17 +9,13 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from robolearn.data.dataset import (
-    ACTION,
-    DONE,
-    INTERVENTION,
-    OBS,
-    SUCCESS,
-    TERMINATED,
-    read_dataset,
-    validate_dataset,
-)
-from robolearn.hil.record import Progress, RecordCmd, RecordError, record, run_record
+from robolearn.cli.record import run_record
+from robolearn.data.format import ACTION, DONE, INTERVENTION, OBS, SUCCESS, TERMINATED
+from robolearn.data.reader import read_dataset
+from robolearn.data.validate import validate_dataset
+from robolearn.errors import ConfigError
+from robolearn.hil.config import RecordCmd
+from robolearn.hil.record import Progress, RecordError, record
 from robolearn.tasks import make_task_cfg
 from robolearn.teleop import DeviceError
 
@@ -112,7 +108,7 @@ def test_recording_appends_to_a_matching_dataset_only(tmp_path: Path) -> None:
 
 def test_bad_options_and_missing_devices_leave_no_dataset(tmp_path: Path) -> None:
     out = tmp_path / "demos"
-    with pytest.raises(RecordError, match="--episodes must be at least 1"):
+    with pytest.raises(ConfigError, match="--episodes 0: must be at least 1"):
         record(_cmd(out, episodes=0))
     with pytest.raises(RecordError, match="--device replay needs --replay-from"):
         record(_cmd(out, device="replay"))

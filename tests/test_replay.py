@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robolearn.rl.replay import Batch, CorruptFileError, ReplayBuffer, sample_symmetric
+from robolearn.errors import CorruptFileError
+from robolearn.rl.replay import Batch, ReplayBuffer, sample_symmetric
 
 SHAPES = {"pos": (3,), "grip": (1,)}
 

@@ -12,15 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from robolearn.data.dataset import SUCCESS, DatasetWriter, read_dataset
+from robolearn.cli.reward import run_reward_train
+from robolearn.data.format import SUCCESS
+from robolearn.data.reader import read_dataset
+from robolearn.data.writer import DatasetWriter
 from robolearn.envs.task_env import TaskEnv
-from robolearn.hil.reward_classifier import (
-    RewardTrainCmd,
-    load_reward_classifier,
-    run_reward_train,
-    train_reward_classifier,
-)
-from robolearn.rl.replay import CorruptFileError
+from robolearn.errors import ConfigError, CorruptFileError
+from robolearn.hil.config import RewardTrainCmd
+from robolearn.hil.reward_classifier import load_reward_classifier, train_reward_classifier
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 
@@ -115,7 +114,7 @@ def test_held_out_precision_and_recall(pick_dataset: Path, tmp_path: Path) -> No
     assert (clf.reward(obs) == frames[SUCCESS]).mean() > 0.97
     strict = load_reward_classifier(tmp_path / "clf", threshold=0.999)
     assert strict.reward(obs).sum() <= clf.reward(obs).sum()
-    with pytest.raises(ValueError, match=r"observation 'observation\.cube_pos' missing"):
+    with pytest.raises(ConfigError, match=r"observation 'observation\.cube_pos' missing"):
         clf.reward({k: v for k, v in obs.items() if k != "cube_pos"})
 
 
@@ -135,7 +134,7 @@ def test_camera_images_through_a_cnn(tmp_path: Path, capsys: pytest.CaptureFixtu
     p = clf.probability({"observation.images.front": images})
     assert p.shape == (100,) and np.isfinite(p).all()
     np.testing.assert_allclose(load_reward_classifier(out).probability({"front": images}), p)
-    with pytest.raises(ValueError, match="missing"):
+    with pytest.raises(ConfigError, match="missing"):
         clf.reward({"cube_pos": np.zeros((100, 3))})
 
 
@@ -149,7 +148,7 @@ def test_refuses_damaged_files(pick_dataset: Path, tmp_path: Path) -> None:
     (out / "classifier.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(CorruptFileError, match="not a robolearn reward classifier"):
         load_reward_classifier(out)
-    with pytest.raises(ValueError, match="no observation terms"):
+    with pytest.raises(CorruptFileError, match="no observation terms"):
         train_reward_classifier(RewardTrainCmd(pick_dataset, out=out, features=("joint_pos",)))
 
 
@@ -157,10 +156,10 @@ def test_classifier_is_the_training_reward(
     pick_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``robolearn reward eval`` and ``robolearn train --reward classifier:PATH``."""
-    from robolearn.cli.main import main
+    from robolearn.cli import main
     from robolearn.rl.checkpoint import load_checkpoint
-    from robolearn.rl.sac import SACConfig
-    from robolearn.rl.train import TrainCfg, train
+    from robolearn.rl.config import SACConfig, TrainCfg
+    from robolearn.rl.train import train
 
     clf = tmp_path / "clf"
     train_reward_classifier(RewardTrainCmd(pick_dataset, out=clf, epochs=20))
@@ -195,5 +194,5 @@ def test_classifier_is_the_training_reward(
     assert (online.terminated[:400][judged] == 1.0).all()
     demos = load_checkpoint(Path(summary["run_dir"])).replay("demos")
     assert demos is not None and set(np.unique(demos.reward[: len(demos)]).tolist()) == {0.0, 1.0}
-    with pytest.raises(ValueError, match="classifier:PATH"):
+    with pytest.raises(ConfigError, match="classifier:PATH"):
         train(TrainCfg(task="panda_pick_cube", out=tmp_path, reward="learned"))

@@ -19,17 +19,14 @@ from robolearn.hardware.robots import (
     PositionSetpoint,
     RateSetpoint,
     RobotError,
-    SimArm,
-    SimCar,
-    SimDrone,
     SpeedSteering,
     Takeoff,
     VelocitySetpoint,
-    make_sim_robot,
-    panda_tool_position,
 )
+from robolearn.hardware.sim_robot import SimArm, SimCar, SimDrone, make_sim_robot
 from robolearn.sim.transforms import yaw_of
 from robolearn.tasks.robots.panda import ARM_JOINTS
+from robolearn.tasks.robots.panda import tool_position as panda_tool_position
 
 
 def test_features_are_known_before_connecting() -> None:
@@ -80,8 +77,7 @@ def test_native_commands_round_trip_the_task_action() -> None:
 def test_panda_kinematics_match_the_simulated_tool() -> None:
     rng = np.random.default_rng(0)
     with SimArm("panda_reach") as arm:
-        env = arm._env
-        assert env is not None
+        env = arm.worlds
         for _ in range(5):
             q = arm.get_state().joint_pos + rng.uniform(-0.6, 0.6, 7)
             env.sim.set_joint_state(np.array([0]), ARM_JOINTS, q[None])

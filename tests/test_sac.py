@@ -8,7 +8,9 @@ import pytest
 import torch
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
-from robolearn.rl.sac import SAC, CriticEnsemble, EnsembleLayerNorm, EnsembleLinear, SACConfig
+from robolearn.errors import ConfigError
+from robolearn.rl.config import SACConfig
+from robolearn.rl.sac import SAC, CriticEnsemble, EnsembleLayerNorm, EnsembleLinear
 
 
 def test_batched_ensemble_equals_each_critic_alone() -> None:
@@ -60,9 +62,9 @@ def test_updates_fit_a_fixed_batch_and_tune_the_temperature() -> None:
 
 
 def test_inconsistent_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="critic_subsample must be between 1 and num_critics=2"):
+    with pytest.raises(ConfigError, match=r"--sac.critic-subsample 3: must be in \[1, 2\]"):
         SACConfig(num_critics=2, critic_subsample=3).check()
-    with pytest.raises(ValueError, match="utd_ratio"):
+    with pytest.raises(ConfigError, match="utd-ratio"):
         SACConfig(utd_ratio=0).check()
 
 

@@ -11,21 +11,13 @@ import numpy as np
 import pytest
 import yaml
 
-from robolearn.hardware.robots import (
-    ArmState,
-    CarState,
-    DroneState,
-    RateSetpoint,
-    SimArm,
-    SimCar,
-    SimDrone,
-    SpeedSteering,
-    make_sim_robot,
-)
-from robolearn.hardware.safety import CONFIG_DIR, SafetyCfg, SafetyConfigError, SafetyLayer
+from robolearn.hardware.robots import ArmState, CarState, DroneState, RateSetpoint, SpeedSteering
+from robolearn.hardware.safety import SafetyLayer
+from robolearn.hardware.safety_config import CONFIG_DIR, SafetyCfg, SafetyConfigError
+from robolearn.hardware.sim_robot import SimArm, SimCar, SimDrone, make_sim_robot
 from robolearn.sim.transforms import quat_from_euler, quat_to_mat
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.robots.panda import ee_delta_to_controls
+from robolearn.tasks.robots.arm import ee_delta_to_controls
 
 EPS = 1e-9
 CONFIG_TASKS = [

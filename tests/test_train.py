@@ -15,8 +15,8 @@ import pytest
 from safetensors.torch import load_file
 
 from robolearn.rl.checkpoint import load_checkpoint
-from robolearn.rl.sac import SACConfig
-from robolearn.rl.train import TrainCfg, train
+from robolearn.rl.config import SACConfig, TrainCfg
+from robolearn.rl.train import train
 
 SMALL = SACConfig(hidden=(64, 64))
 
@@ -144,3 +144,17 @@ def test_pick_cube_is_learned_with_scripted_demonstrations(tmp_path: Path) -> No
         sac=SACConfig(),
     )
     assert train(cfg)["success_rate"] >= 0.7
+
+
+def test_a_run_killed_while_writing_its_first_checkpoint_starts_over(tmp_path: Path) -> None:
+    """Issue 15: such a run holds its config and nothing else of value; --resume runs it from the start."""
+    summary = train(_cfg(tmp_path, name="first", steps=300, checkpoint_every=10_000))
+    run = Path(summary["run_dir"])
+    checkpoints = run / "checkpoints"
+    ckpt = load_checkpoint(run).path
+    # What a SIGKILL inside save_checkpoint leaves: a temporary folder, no complete one, no pointer.
+    os.rename(ckpt, checkpoints / f".{ckpt.name}.tmp12345")
+    (checkpoints / "latest").unlink()
+    resumed = train(replace(_cfg(tmp_path), resume=run, steps=300))
+    assert resumed["env_steps"] == 300
+    assert load_checkpoint(run).state["run"]["env_steps"] == 300

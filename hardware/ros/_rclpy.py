@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
+from robolearn.errors import RobolearnError
+
 ROS_ENV_DEFAULTS = {
     "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
     "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
@@ -33,11 +35,11 @@ ROS_ENV_DEFAULTS = {
 """Environment variables set (if unset) before rclpy is first imported."""
 
 
-class RosUnavailableError(ValueError):
+class RosUnavailableError(RobolearnError):
     """rclpy or a message package cannot be imported; the message says how to get it."""
 
 
-class RosParameterError(ValueError):
+class RosParameterError(RobolearnError):
     """A node parameter has a value the node cannot use; the message names it and what is allowed."""
 
 
@@ -137,7 +139,7 @@ def run_node(name: str, params_cls: type, node_cls: Any, argv: Sequence[str] | N
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
     try:
         ros = rclpy()
-    except ValueError as exc:
+    except RobolearnError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     from rclpy.executors import ExternalShutdownException
@@ -151,7 +153,7 @@ def run_node(name: str, params_cls: type, node_cls: Any, argv: Sequence[str] | N
         executor.add_node(node)
         while not app.done.is_set():
             executor.spin_once(timeout_sec=0.1)
-    except ValueError as exc:
+    except RobolearnError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -16,7 +16,7 @@ episode ends when the next one begins or its ``episode`` message says so (matche
 its last frame takes the robot's success, and the reward that makes the frames' rewards add up to
 the episode's return as the robot measured it. Every frame
 is flagged ``is_intervention`` (a person drove). Episodes go to
-:class:`robolearn.data.dataset.DatasetWriter` (a new dataset, or appended to one of the same task).
+:class:`robolearn.data.episodes.EpisodeWriter` (a new dataset, or appended to one of the same task).
 
 Run: ``demo_recorder --ros-args -p task:=panda_pick_cube -p out:=data/pick``.
 """
@@ -36,7 +36,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from robolearn.data.dataset import DatasetWriter
+from robolearn.data.episodes import EpisodeWriter
+from robolearn.data.writer import DatasetWriter
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, run_node, sensor_qos
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
@@ -102,11 +103,12 @@ class DemoRecorderNode:
         self.view = RemoteStateView(self.cfg, tracked_frames(self.cfg), tracked_joints(self.cfg))
         out = Path(params.out)
         if (out / "meta" / "info.json").is_file():
-            self.writer = DatasetWriter.open(out)
+            dataset = DatasetWriter.open(out)
         else:
             with np.errstate(all="ignore"):  # no state yet; only the shapes count
                 shapes = {k: v.shape for k, v in self.view.observe().items()}
-            self.writer = DatasetWriter.for_task(out, self.cfg, shapes, repo_id=f"local/{self.cfg.name}")
+            dataset = DatasetWriter.for_task(out, self.cfg, shapes, repo_id=f"local/{self.cfg.name}")
+        self.writer = EpisodeWriter(dataset, self.cfg.description)
         self._parts: dict[float, dict[str, Any]] = {}
         """Messages of samples not complete yet, by stamp."""
         self._action = np.asarray(self.cfg.action.neutral, dtype=np.float64).copy()
@@ -218,14 +220,14 @@ class DemoRecorderNode:
             self._closed.popleft()
             success, ret, length = match
             for f in episode.frames:
-                self.writer.add_frame(f.obs, f.action, f.reward, f.success, False, is_intervention=True)
+                self.writer.add_frame(0, f.obs, f.action, f.reward, f.success, False, is_intervention=True)
             # The last step's reward is what the robot's return leaves: the episode adds up as it measured.
             last_reward = ret - sum(f.reward for f in episode.frames)
             terminated = (success and self.cfg.end_on_success) or length < self.cfg.episode_length
             self.writer.add_frame(
-                episode.last_obs, episode.last_action, last_reward, success, terminated, is_intervention=True
+                0, episode.last_obs, episode.last_action, last_reward, success, terminated, True
             )
-            index = self.writer.save_episode(self.cfg.description)
+            index = self.writer.end_episode()
             log.info("saved episode %d: %d frames, success %s", index, length, success)
             self.saved += 1
             if self.p.episodes and self.saved >= self.p.episodes:

@@ -5,6 +5,12 @@ A benchmark or test must never talk to a robot that happens to run on the same n
 another run on the same machine: :func:`private_domain` draws a domain ID at random, :func:`node_env`
 pins it, with discovery limited to this machine, in a child's environment, and :func:`local_node`
 joins it from this process with a context of its own.
+
+Best-effort sensor topics make discovery a test's business: a subscription that has not yet matched
+its publisher receives nothing, without an error, while nodes that found each other earlier already
+talk (issue 12: a test's ``frames/ee`` subscription got no message while 25 commands arrived). A
+test first waits for its own endpoints to match (:func:`wait_for_matches`), then for events
+(:func:`wait_until`), never for a fixed time.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -113,3 +120,53 @@ def local_node(name: str, domain_id: int) -> Iterator[Any]:
         executor.shutdown()
         node.destroy_node()
         context.try_shutdown()
+
+
+def unmatched(endpoints: Iterable[Any]) -> list[str]:
+    """The topics of ``endpoints`` (publishers and subscriptions) that no peer matches yet.
+
+    DDS matching, not the ROS graph: a subscription counts its matched publishers
+    (``get_publisher_count``), a publisher its matched subscriptions (``get_subscription_count``),
+    so an endpoint seen in the graph but refused for incompatible QoS stays unmatched.
+    """
+    out = []
+    for e in endpoints:
+        count = e.get_publisher_count() if hasattr(e, "get_publisher_count") else e.get_subscription_count()
+        if count < 1:
+            out.append(e.topic_name)
+    return out
+
+
+def wait_for_matches(
+    endpoints: Iterable[Any], timeout: float = 60.0, processes: Iterable[subprocess.Popen[str]] = ()
+) -> None:
+    """Block until every endpoint of ``endpoints`` has matched at least one peer; raise
+    :class:`TimeoutError` naming those that have not within ``timeout`` s (a node that never
+    started, a QoS mismatch), or :class:`RuntimeError` as soon as one of ``processes`` (the nodes
+    that would match them) has exited. Discovery over loopback takes milliseconds on an idle
+    machine and seconds on a loaded one (a lost announcement waits for the next, 3 s later in Fast DDS).
+    """
+    endpoints, procs = list(endpoints), list(processes)
+
+    def matched() -> bool:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(map(str, proc.args[2:4]))} exited with {proc.returncode}")
+        return not unmatched(endpoints)
+
+    wait_until(matched, timeout, lambda: f"no peer for {unmatched(endpoints)}")
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str | Callable[[], str], poll: float = 0.01
+) -> None:
+    """Poll ``condition`` until it holds; raise :class:`TimeoutError` with ``what`` after ``timeout`` s.
+
+    For tests and benchmarks: the timeout bounds a broken run, it is not a measurement, so it is
+    generous; the condition, not the clock, decides what passes.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what() if callable(what) else what} after {timeout:g} s")
+        time.sleep(poll)

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.errors import RobolearnError
 from robolearn.hardware.ros._rclpy import RosParameterError, msg
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.transforms import quat_rotate_inverse
@@ -35,7 +36,7 @@ WORLD_FRAME = "world"
 """``header.frame_id`` of every pose: the task's world frame."""
 
 
-class MessageError(ValueError):
+class MessageError(RobolearnError):
     """A received message that does not fit what the task expects; the message says how."""
 
 
@@ -242,31 +243,47 @@ class ForwardCommand(CommandCodec):
 class ServoTwist(CommandCodec):
     """``geometry_msgs/TwistStamped`` for MoveIt Servo: ``linear`` is the tool displacement over the
     control period (m/s) in the world (planning) frame, ``angular`` zero (the tasks hold the tool's
-    orientation). The gripper opening goes separately, on ``gripper_command``, as a
-    ``Float64MultiArray`` of the two finger positions (half the opening each, m) for a forward
-    position controller of the finger joints."""
+    orientation). An arm with a gripper gets its opening separately, on ``gripper_command``, as a
+    ``Float64MultiArray`` of its gripper joints' positions (an equal share of the opening each, m:
+    half for two fingers, in the robot file's ``gripper_joints`` order) for a forward position
+    controller of those joints."""
 
     name = "servo_twist"
-    action_names = ("ee_dx", "ee_dy", "ee_dz", "gripper_opening")
+    ARM = ("ee_dx", "ee_dy", "ee_dz")
+
+    def __init__(self, cfg: TaskCfg) -> None:
+        super().__init__(cfg)
+        names = tuple(cfg.action.names)
+        if names not in (self.ARM, (*self.ARM, "gripper_opening")):
+            raise RosParameterError(
+                f"command_type {self.name} carries actions {list(self.ARM)} and optionally gripper_opening; "
+                f"task {cfg.name} has {list(names)}"
+            )
+        self.gripper = len(names) == 4
+        self.fingers = max(len(cfg.scene.robot.gripper_joints), 1)
 
     def roles(self) -> dict[str, Any]:
-        return {
-            "command": msg("geometry_msgs", "TwistStamped"),
-            "gripper_command": msg("std_msgs", "Float64MultiArray"),
-        }
+        roles = {"command": msg("geometry_msgs", "TwistStamped")}
+        if self.gripper:
+            roles["gripper_command"] = msg("std_msgs", "Float64MultiArray")
+        return roles
 
     def encode(self, action: FloatArray, t: float) -> dict[str, Any]:
         twist = _twist_stamped(WORLD_FRAME, t)
         lin = twist.twist.linear
         lin.x, lin.y, lin.z = (float(v) / self.dt for v in action[:3])
-        half = float(action[3]) / 2.0
-        return {"command": twist, "gripper_command": _float64_array(np.array([half, half]))}
+        if not self.gripper:
+            return {"command": twist}
+        share = float(action[3]) / self.fingers
+        return {"command": twist, "gripper_command": _float64_array(np.full(self.fingers, share))}
 
     def decode(self, role: str, m: Any, action: FloatArray) -> None:
         if role == "gripper_command":
             data = np.frombuffer(m.data)
-            if len(data) != 2:
-                raise MessageError(f"gripper command has {len(data)} finger positions, expected 2")
+            if len(data) != self.fingers:
+                raise MessageError(
+                    f"gripper command has {len(data)} finger positions, expected {self.fingers}"
+                )
             _finite(data, "gripper command")
             action[3] = data.sum()
             return

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-import torch
 
+from robolearn.hardware.registry import load_safety_config, task_robot
 from robolearn.hardware.ros._rclpy import (
     RosParameterError,
     command_qos,
@@ -52,14 +52,15 @@ from robolearn.hardware.ros._rclpy import (
 )
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
-from robolearn.hardware.safety import SafetyCfg, SafetyLayer
-from robolearn.policy.export import RUNTIMES, Runtime, load_exported, scripted_policy
+from robolearn.hardware.safety import SafetyLayer
+from robolearn.policy.runtime import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.tasks import make_task_cfg
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ROBOTS = {"arm": "panda", "drone": "crazyflie", "car": "racecar"}
-"""Safety configuration used for each embodiment when ``robot`` is not given."""
+"""Safety configuration used for each embodiment when ``robot`` is not given and the task's robot
+(``scene.robot.name``) is not a registered one."""
 TRIGGERS = ("timer", "observation")
 SAFETY_REPORT_PERIOD = 0.5
 """Seconds between messages on ``safety``."""
@@ -75,7 +76,8 @@ class PolicyNodeParams:
     """What runs an exported network: auto (ONNX Runtime where the folder has policy.onnx and
     onnxruntime is installed, else TorchScript), torchscript or onnx."""
     robot: str = ""
-    """Safety configuration: a name (panda, crazyflie, racecar) or a YAML path; "" picks the embodiment's."""
+    """Safety configuration: a robot name (see ``robolearn robots``) or a YAML path; "" picks the task's
+    robot's, else the embodiment's."""
     command_type: str = ""
     """Command message type (see docs/ros.md); "" is the embodiment's default."""
     rate_hz: float = 0.0
@@ -179,12 +181,16 @@ class PolicyNode:
         if params.cpus:
             pin_to_cpus(parse_cpus(params.cpus))
         self.node, self.p = node, params
-        torch.set_num_threads(1)  # one thread: no spinning workers stealing the control loop's core
         self.policy = load_policy_spec(params.policy, cast(Runtime, params.runtime))
+        if getattr(self.policy, "runtime", None) == "torchscript":
+            import torch  # only for a TorchScript export: an ONNX one runs without torch
+
+            torch.set_num_threads(1)  # one thread: no spinning workers stealing the control loop's core
         self.cfg = make_task_cfg(self.policy.meta.task)
         self.codec = make_codec(self.cfg, params.command_type)
-        robot = params.robot or DEFAULT_ROBOTS[self.cfg.embodiment]
-        safety_cfg = SafetyCfg.load(robot)
+        # The task's own robot (a plugin's included) when registered, else the embodiment's built-in one.
+        robot = params.robot or task_robot(self.cfg) or DEFAULT_ROBOTS[self.cfg.embodiment]
+        safety_cfg = load_safety_config(robot)
         if params.watchdog_timeout > 0:
             safety_cfg = dataclasses.replace(safety_cfg, watchdog_timeout=params.watchdog_timeout)
         self.safety = SafetyLayer(safety_cfg, self.cfg)
@@ -280,8 +286,7 @@ class PolicyNode:
             self._last_step_count = step
             obs = self.view.observe()
             state = self.view.robot_state(stamp)
-        with torch.inference_mode():
-            action = self.policy(obs)
+        action = self.policy(obs)
         self.safety.observed(stamp)
         command = self.safety.filter(action, state, now)
         for role, m in self.codec.encode(command, now).items():
@@ -321,7 +326,12 @@ class PolicyNode:
             self._stop.wait(delay)
 
     def _report(self) -> None:
-        report = {"stopped": self.safety.stopped, "counts": dict(self.safety.counts), **self.counts}
+        report = {
+            "stamp": time.time(),
+            "stopped": self.safety.stopped,
+            "counts": dict(self.safety.counts),
+            **self.counts,
+        }
         self.safety_pub.publish(msg("std_msgs", "String")(data=json.dumps(report)))
 
     def close(self) -> None:

@@ -1,7 +1,8 @@
 """``sim_robot_node``: a simulated robot that presents itself on ROS 2 as a real one would.
 
-It runs one world of a task (:class:`robolearn.envs.task_env.TaskEnv`, MuJoCo or PyBullet) and, every
-control period of wall-clock time (or, with ``realtime`` false, whenever a command arrives):
+It runs the task's simulated robot (:mod:`robolearn.hardware.sim_robot`: one world of the task,
+MuJoCo or PyBullet) and, every control period of wall-clock time (or, with ``realtime`` false,
+whenever a command arrives):
 
 - applies the newest command (the task's action, decoded per ``command_type``) and steps;
 - publishes, with sensor-data QoS and the sample time in every stamp: ``frames/<name>``
@@ -40,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-from robolearn.envs.task_env import TaskEnv
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, run_node, sensor_qos
 from robolearn.hardware.ros.bag import BagRecorder
 from robolearn.hardware.ros.messages import (
@@ -51,11 +51,13 @@ from robolearn.hardware.ros.messages import (
     odometry_msg,
 )
 from robolearn.hardware.ros.state_view import probe_reads, tracked_frames, tracked_joints
+from robolearn.hardware.sim_robot import StepOutcome, make_sim_robot
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.scene import JointPositionCfg, JointVelocityCfg
 from robolearn.sim.transforms import quat_from_euler, quat_mul
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
+from robolearn.tasks.worlds import TaskWorlds
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +178,7 @@ class RobotReport:
         std = self.noise.get(key, 0.0)
         return value + self.rng.normal(0.0, std, value.shape) if std > 0 else value
 
-    def messages(self, env: TaskEnv, t: float) -> dict[str, Any]:
+    def messages(self, env: TaskWorlds, t: float) -> dict[str, Any]:
         """World 0 of ``env`` now, stamped ``t`` (s since the epoch)."""
         sim = env.sim
         out = {}
@@ -221,8 +223,8 @@ class SimRobotNode:
         self.node, self.p = node, params
         self.cfg = params.check()
         self.codec = make_codec(self.cfg, params.command_type)
-        self.env = TaskEnv(self.cfg, params.backend, 1, seed=params.seed, randomize=params.randomize)
-        self.env.reset(seed=params.seed)
+        self.robot = make_sim_robot(params.task, params.backend, seed=params.seed, randomize=params.randomize)
+        self.robot.connect()  # the first episode starts
         self.rng = np.random.default_rng(np.random.SeedSequence([params.seed, 1]))
         noise = measurement_noise(self.cfg) if params.obs_noise else {}
         self.report = RobotReport(self.cfg, {k: v * params.obs_noise for k, v in noise.items()}, self.rng)
@@ -318,11 +320,14 @@ class SimRobotNode:
         if step:
             with self._lock:
                 action = self._action.copy()
-            _, _, _, _, info = self.env.step(action[None])
+            self.robot.apply(action)
             self.counts["steps"] += 1
-            if "final_info" in info:
-                self._finish_episode(info["final_info"])
-        sample = [(self.pubs[t], m) for t, m in self.report.messages(self.env, time.time()).items()]
+            outcome = self.robot.last_step
+            if outcome.terminated or outcome.truncated:
+                self.robot.reset()  # before reporting: the robot reports the next episode's start
+                self._finish_episode(outcome)
+        worlds = self.robot.worlds
+        sample = [(self.pubs[t], m) for t, m in self.report.messages(worlds, time.time()).items()]
         if self.latency > 0:
             self._outbox.append((time.monotonic() + self.latency, sample))
         else:
@@ -342,12 +347,9 @@ class SimRobotNode:
                 self.bag.write(pub.topic_name, m, time.time_ns())
 
     # -- what the robot reports ------------------------------------------------------------------
-    def _finish_episode(self, final: dict[str, np.ndarray]) -> None:
+    def _finish_episode(self, final: StepOutcome) -> None:
         record = EpisodeRecord(
-            len(self.records),
-            bool(final["episode_success"][0]),
-            float(final["episode_return"][0]),
-            int(final["episode_length"][0]),
+            len(self.records), final.episode_success, final.episode_return, final.episode_length
         )
         self.records.append(record)
         out = msg("std_msgs", "String")(data=json.dumps(record.as_json()))
@@ -390,7 +392,7 @@ class SimRobotNode:
             path = Path(self.p.summary_path)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(self.summary(), indent=2))
-        self.env.close()
+        self.robot.disconnect()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -32,16 +32,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from robolearn.bench.config import DeployBenchCfg
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.envs.task_env import TaskEnv
-from robolearn.policy.export import ExportedPolicy, Runtime, export_policy, load_exported, read_meta
+from robolearn.policy.export import export_policy
+from robolearn.policy.meta import read_meta
+from robolearn.policy.runtime import ExportedPolicy, load_exported
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
 
@@ -54,33 +56,6 @@ JITTER_RUNS = (("panda_reach", 100.0), ("quadrotor_hover", 50.0), ("car_checkpoi
 LATENCY_TASK = "panda_reach"
 LATENCY_PERIOD = 0.01
 """Seconds between samples of the latency run."""
-
-
-@dataclass(frozen=True)
-class DeployBenchCfg:
-    """Observation-to-command latency and control-period jitter of policy_node over ROS 2."""
-
-    policies: tuple[Path, ...] = ()
-    """Exported policy folders to run (one per task of the runs); tasks without one get an MLP made
-    here: a short DAgger distillation of the scripted expert, exported."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of the MLPs made here."""
-    runtime: Runtime = "auto"
-    """What runs the network in policy_node (see ``robolearn.policy.export.RUNTIMES``); the MLPs made here
-    are exported with ONNX as well where the onnx package is installed."""
-    latency_samples: int = 1000
-    """Samples timed in the latency run (after 50 of warm-up)."""
-    jitter_seconds: float = 10.0
-    """Length of each jitter run (s)."""
-    priority: int = 50
-    """SCHED_FIFO priority of policy_node and of this process's robot stand-in, as a real-time
-    deployment runs them (0: the normal scheduler, where other jobs on the machine delay both)."""
-    pin: bool = True
-    """Run policy_node on the last CPU and this process on the others (on a machine with at least
-    two), as a deployment gives its control process a core of its own."""
-    work_dir: Path | None = None
-    """Where made policies and node logs go (default: a temporary folder); policies made there by an
-    earlier run are used again."""
 
 
 # -- policies ------------------------------------------------------------------------------------
@@ -312,8 +287,7 @@ def run_deploy_bench(
     from robolearn.hardware.ros.harness import local_node, private_domain
     from robolearn.hardware.ros.policy_node import set_realtime_priority
 
-    if cfg.latency_samples < 1 or cfg.jitter_seconds <= 0:
-        raise ValueError("--latency-samples must be at least 1 and --jitter-seconds positive")
+    cfg.check()
     info = machine_info()
     if cfg.priority:
         set_realtime_priority(cfg.priority)  # before any thread starts, so that all inherit it

@@ -42,25 +42,23 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from robolearn.bench.config import LearnBenchCfg
 from robolearn.bench.report import format_table, machine_info, ratio, versions
 from robolearn.envs.task_env import TaskEnv
 from robolearn.policy.normalization import ObsLayout, RunningNorm
 from robolearn.rl.actor_learner import LearnerRole, LocalExchange
+from robolearn.rl.config import SACConfig, TrainCfg
 from robolearn.rl.replay import Batch, ReplayBuffer
-from robolearn.rl.sac import SAC, SACConfig
-from robolearn.rl.train import RunState, TrainCfg, resolve_device, train
-from robolearn.tasks.core import TaskError
+from robolearn.rl.sac import SAC
+from robolearn.rl.train import RunState, resolve_device, train
 
 log = logging.getLogger(__name__)
-
-Part = Literal["throughput", "pick_cube"]
-PARTS: tuple[Part, ...] = ("throughput", "pick_cube")
 
 TASK = "panda_pick_cube"
 TARGET_SUCCESS = 0.9
@@ -77,70 +75,6 @@ SB3 = "sb3 SAC, 2 critics"
 GOALS = {"updates_vs_sb3": 1.5, "pick_cube_steps_to_90": 20_000, "pick_cube_minutes_to_90": 15.0}
 """Targets on a 2-core machine: learner updates against Stable-Baselines3 (at least), and reaching 90%
 success on pick-cube within SERL's step count and time (at most)."""
-
-
-@dataclass(frozen=True)
-class LearnBenchCfg:
-    """What to measure and for how long."""
-
-    parts: tuple[Part, ...] = PARTS
-    """Parts to run: throughput (learner updates/s against Stable-Baselines3), pick_cube (env steps and
-    minutes to 90% success)."""
-    seeds: int = 3
-    """Training runs of the pick_cube part, seeds ``seed``, ``seed + 1``, ..."""
-    steps: int = 20_000
-    """Environment step budget of each pick_cube run."""
-    eval_every: int = 1_000
-    """Environment steps between the evaluations of a pick_cube run."""
-    eval_episodes: int = 50
-    """Episodes per evaluation of a pick_cube run."""
-    num_envs: int = 4
-    """Worlds the pick_cube actor steps (train's default). The learner still makes one update per
-    transition, so this only lets the acting policy lag by up to ``num_envs`` transitions."""
-    utd_ratio: int = 1
-    """Critic updates per transition in the pick_cube runs: SAC's default. 20k steps then take about 5
-    minutes on 2 cores; a pilot at 4 took four times as long and learned no faster."""
-    critics: tuple[int, ...] = (2, 10)
-    """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
-    updates: int = 200
-    """Gradient updates per timed round of a throughput contender."""
-    rounds: int = 5
-    """Timed rounds of each throughput contender, alternating with the others; the median counts."""
-    warmup_updates: int = 30
-    """Untimed updates of each throughput contender before the rounds."""
-    torch_threads: int = 1
-    """Torch threads for every contender and the training runs (0: torch's default). One thread is the
-    robust choice on a shared 2-core machine, where the actor's simulation needs the other core."""
-    device: Literal["auto", "cpu", "cuda"] = "cpu"
-    """Where the learners run: CPU (the 2-core goal), CUDA, or CUDA when present (auto)."""
-    seed: int = 0
-    """First seed: of the pick_cube runs, the random transitions and the networks."""
-    out: Path | None = None
-    """Keep the pick_cube run folders here (default: a temporary folder, removed afterwards)."""
-
-
-def _check(cfg: LearnBenchCfg) -> None:
-    unknown = set(cfg.parts) - set(PARTS)
-    if unknown:
-        raise TaskError(f"unknown benchmark parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    for name in (
-        "seeds",
-        "steps",
-        "eval_every",
-        "eval_episodes",
-        "num_envs",
-        "utd_ratio",
-        "updates",
-        "rounds",
-    ):
-        if getattr(cfg, name) < 1:
-            raise TaskError(f"{name} must be at least 1, got {getattr(cfg, name)}")
-    if cfg.warmup_updates < 0:
-        raise TaskError(f"warmup_updates must be 0 or more, got {cfg.warmup_updates}")
-    if cfg.torch_threads < 0:
-        raise TaskError(f"torch_threads must be 0 (torch's default) or more, got {cfg.torch_threads}")
-    if not cfg.critics or min(cfg.critics) < 1:
-        raise TaskError(f"critics must be ensemble sizes of at least 1, got {cfg.critics}")
 
 
 @contextlib.contextmanager
@@ -508,7 +442,7 @@ def run_learn_bench(
 
     ``progress`` receives a line per timed round and per evaluation (default: the module's logger).
     """
-    _check(cfg)
+    cfg.check()
     say = progress if progress is not None else log.info
     device = resolve_device(cfg.device)
     rows: list[dict[str, Any]] = []

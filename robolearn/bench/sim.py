@@ -36,7 +36,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium
 import mujoco
@@ -44,15 +44,12 @@ import mujoco.batch
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.bench.config import SimBenchCfg
 from robolearn.bench.report import machine_info, ratio, usable_cpus, versions
 from robolearn.envs.task_env import TaskEnv
-from robolearn.sim.backend import SimError
 from robolearn.tasks import make_task_cfg, task_names
 
 log = logging.getLogger(__name__)
-
-Part = Literal["ant", "panda", "single"]
-PARTS: tuple[Part, ...] = ("ant", "panda", "single")
 
 ROBOLEARN = "robolearn mujoco_batch"
 GYMNASIUM = "gymnasium async"
@@ -66,25 +63,6 @@ ACTION_BATCHES = 64
 """Distinct pre-drawn action batches each contender cycles through."""
 SINGLE_BACKENDS = ("mujoco", "pybullet")
 """Backends of the one-world part."""
-
-
-@dataclass(frozen=True)
-class SimBenchCfg:
-    """What to measure and for how long."""
-
-    num_envs: int = 64
-    """Worlds (environments) of every batched contender: the ant and panda parts."""
-    seconds: float = 2.0
-    """Wall-clock length of one timed run of one contender (s)."""
-    rounds: int = 3
-    """Timed runs of each contender, alternating with the other contenders of its part; the best counts."""
-    parts: tuple[Part, ...] = PARTS
-    """Parts to run: ant (vs Gymnasium, EnvPool, raw MuJoCo), panda (vs raw MuJoCo), single (one world of
-    every task on mujoco and pybullet)."""
-    nthread: int = 0
-    """Threads of mujoco.batch, robolearn's and the raw one's (0: one per CPU); EnvPool gets as many."""
-    seed: int = 0
-    """Seed of the actions and of the environments' reset distributions."""
 
 
 @dataclass
@@ -352,20 +330,6 @@ def _ratios(ant: dict[str, Any] | None, panda: dict[str, Any] | None) -> dict[st
     return ratios
 
 
-def _check(cfg: SimBenchCfg) -> None:
-    if cfg.num_envs < 1:
-        raise SimError(f"num_envs must be at least 1, got {cfg.num_envs}")
-    if cfg.seconds <= 0:
-        raise SimError(f"seconds must be positive, got {cfg.seconds}")
-    if cfg.rounds < 1:
-        raise SimError(f"rounds must be at least 1, got {cfg.rounds}")
-    if cfg.nthread < 0:
-        raise SimError(f"nthread must be 0 (one per CPU) or positive, got {cfg.nthread}")
-    unknown = set(cfg.parts) - set(PARTS)
-    if unknown:
-        raise SimError(f"unknown benchmark parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
-
-
 def run_sim_bench(
     cfg: SimBenchCfg, progress: Callable[[str], None] | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -373,7 +337,7 @@ def run_sim_bench(
 
     ``progress`` receives a line per part and per timed run (default: the module's logger).
     """
-    _check(cfg)
+    cfg.check()
     say = progress if progress is not None else log.info
     rng = np.random.default_rng(cfg.seed)
     rows: list[dict[str, Any]] = []

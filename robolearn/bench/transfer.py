@@ -22,10 +22,10 @@ import logging
 import math
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robolearn.bench.config import TransferBenchCfg
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.envs.task_env import TaskEnv
 from robolearn.eval.evaluation import evaluate
@@ -39,39 +39,11 @@ GOAL = 0.9
 """Transfer ratio to reach for every embodiment."""
 
 
-@dataclass(frozen=True)
-class TransferBenchCfg:
-    """MuJoCo-trained policies deployed over ROS 2 to PyBullet robots with latency and sensor noise."""
-
-    arm_policy: str | None = None
-    """panda_reach policy: a run folder (train or distill), an exported policy folder, or
-    ``scripted:panda_reach``; None distills one here (DAgger under domain randomization)."""
-    drone_policy: str | None = None
-    """quadrotor_hover policy, as ``arm_policy``."""
-    car_policy: str | None = None
-    """car_checkpoints policy, as ``arm_policy``."""
-    episodes: int = 20
-    """Episodes over ROS 2 on PyBullet, per embodiment (in real time: 5 to 10 s each for drone and car)."""
-    mujoco_episodes: int = 100
-    """Episodes of the MuJoCo evaluation, per embodiment."""
-    obs_latency_ms: float = 20.0
-    """Delay of the robot's observations (ms)."""
-    obs_noise: float = 1.0
-    """Sensor noise as a multiple of the task's observation noise levels."""
-    distill_iterations: int = 10
-    """DAgger rounds for a policy distilled here."""
-    priority: int = 0
-    """SCHED_FIFO priority of the policy node (0: the normal scheduler)."""
-    seed: int = 0
-    """Seed of the distillation, the evaluation and the robot's resets."""
-    work_dir: Path | None = None
-    """Where distilled and exported policies and node logs go (default: a temporary folder)."""
-
-
 def resolve_policy(spec: str | None, task: str, folder: Path, cfg: TransferBenchCfg) -> str:
     """The ``policy`` parameter of policy_node for ``spec``: ``scripted:TASK`` as it is, an exported
     folder as it is, a run folder exported into ``folder``, None distilled and exported there."""
-    from robolearn.policy.export import META_FILE, export_policy
+    from robolearn.policy.export import export_policy
+    from robolearn.policy.meta import META_FILE
 
     if spec is not None and spec.startswith("scripted:"):
         return spec
@@ -88,7 +60,7 @@ def resolve_policy(spec: str | None, task: str, folder: Path, cfg: TransferBench
 
 
 def _load(policy: str) -> Any:
-    from robolearn.policy.export import load_exported, scripted_policy
+    from robolearn.policy.runtime import load_exported, scripted_policy
 
     if policy.startswith("scripted:"):
         return scripted_policy(policy.removeprefix("scripted:"))
@@ -149,10 +121,7 @@ def run_transfer_bench(
     cfg: TransferBenchCfg, progress: Callable[[str], None] = log.info
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run every embodiment; the table rows and the summary (the JSON the command prints last)."""
-    if cfg.episodes < 1 or cfg.mujoco_episodes < 1 or cfg.obs_latency_ms < 0 or cfg.obs_noise < 0:
-        raise ValueError(
-            "--episodes and --mujoco-episodes must be at least 1; latency and noise not negative"
-        )
+    cfg.check()
     info = machine_info()
     specs = {"arm": cfg.arm_policy, "drone": cfg.drone_policy, "car": cfg.car_policy}
     rows: list[dict[str, Any]] = []

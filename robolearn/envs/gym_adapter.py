@@ -1,8 +1,10 @@
 """Any Gymnasium environment id as a robolearn training environment (``gym:Pendulum-v1``).
 
-The adapter gives a Gymnasium vector env the conventions of :class:`robolearn.envs.task_env.TaskEnv`: dict
-observations, same-step autoreset with ``final_obs``, and ``final_info`` carrying each episode's
-return, length and success (Gymnasium's ``is_success`` where the env reports it).
+The adapter gives a Gymnasium vector env robolearn's dict observations (``{"obs": ...}``, in
+``info["final_obs"]`` too) and keeps everything else Gymnasium's own: same-step autoreset with
+``final_obs``/``final_info`` as :class:`robolearn.envs.task_env.TaskEnv` returns them, and the
+env's info keys unchanged (success is Gymnasium-Robotics' ``is_success`` where the env reports
+it; an env without it has no success notion).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 from robolearn.tasks.core import TaskError
 
@@ -24,7 +26,7 @@ def gym_env_id(task: str) -> str | None:
     return task[len(PREFIX) :] if task.startswith(PREFIX) else None
 
 
-class GymVectorTask:
+class GymVectorTask(VectorEnv):
     """A Gymnasium vector environment with Box observations and actions, seen as a robolearn task."""
 
     def __init__(self, env_id: str, num_envs: int, render: bool = False) -> None:
@@ -45,47 +47,35 @@ class GymVectorTask:
         self.backend_name = "gymnasium"
         self.num_envs = num_envs
         self.single_observation_space = gym.spaces.Dict({"obs": obs_space})
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.single_action_space = act_space
-        self.metadata = {"render_fps": self.vec.metadata.get("render_fps", 30)}
-        self._return = np.zeros(num_envs)
-        self._length = np.zeros(num_envs, dtype=np.int64)
-        self._success = np.zeros(num_envs, dtype=bool)
+        self.action_space = self.vec.action_space
+        self.render_mode = self.vec.render_mode
+        self.metadata = {
+            "autoreset_mode": AutoresetMode.SAME_STEP,
+            "render_fps": self.vec.metadata.get("render_fps", 30),
+        }
 
-    def reset(self, seed: int | None = None) -> tuple[dict[str, npt.NDArray[np.float32]], dict[str, Any]]:
-        obs, info = self.vec.reset(seed=seed)
-        self._return[:], self._length[:], self._success[:] = 0.0, 0, False
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, npt.NDArray[np.float32]], dict[str, Any]]:
+        obs, info = self.vec.reset(seed=seed, options=options)
         return {"obs": np.asarray(obs, np.float32)}, info
 
     def step(
         self, action: npt.ArrayLike
     ) -> tuple[dict[str, npt.NDArray[np.float32]], Any, Any, Any, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.vec.step(np.asarray(action, np.float32))
-        self._return += reward
-        self._length += 1
-        if "is_success" in info:
-            self._success |= np.asarray(info["is_success"], bool)
-        out: dict[str, Any] = {}
-        done = np.asarray(terminated | truncated)
-        if done.any():
-            final = np.stack(
-                [
-                    np.asarray(o, np.float32) if d else np.zeros_like(obs[0])
-                    for o, d in zip(info.get("final_obs", obs), done, strict=True)
-                ]
-            )
-            out["final_obs"], out["_final_obs"] = {"obs": final}, done
-            out["final_info"] = {
-                "episode_return": self._return.copy(),
-                "episode_length": self._length.copy(),
-                "episode_success": self._success.copy(),
-            }
-            out["_final_info"] = done
-            self._return[done], self._length[done], self._success[done] = 0.0, 0, False
-        return {"obs": np.asarray(obs, np.float32)}, reward, terminated, truncated, out
+        if "final_obs" in info:
+            final = np.full(self.num_envs, None, dtype=object)
+            for i in np.flatnonzero(info["_final_obs"]):
+                final[i] = {"obs": np.asarray(info["final_obs"][i], np.float32)}
+            info = info | {"final_obs": final}
+        return {"obs": np.asarray(obs, np.float32)}, reward, terminated, truncated, info
 
-    def render(self) -> npt.NDArray[np.uint8]:
+    def render(self) -> npt.NDArray[np.uint8]:  # type: ignore[override]
         frames = self.vec.render()
         return np.asarray(frames[0] if isinstance(frames, tuple | list) else frames, np.uint8)
 
-    def close(self) -> None:
+    def close(self, **kwargs: Any) -> None:
         self.vec.close()

@@ -1,16 +1,12 @@
-"""The environment: a task definition run on a backend, all worlds at once.
+"""The environment: a task definition run on a backend, all worlds at once, for Gymnasium.
 
-:class:`TaskEnv` is a Gymnasium ``VectorEnv`` with same-step autoreset: when a world's episode
-ends, ``info["final_obs"]`` holds its last observation and the returned observation is already the
-first of its next episode. Every per-world computation (actions, observations, rewards, resets,
-randomization) is an array operation over worlds. :class:`TaskGymEnv` is the single-world
-``gymnasium.Env`` over the same machinery.
+:class:`TaskEnv` is a Gymnasium ``VectorEnv`` with same-step autoreset over
+:class:`~robolearn.tasks.worlds.TaskWorlds` (the task's execution), returning exactly what
+Gymnasium's own ``SyncVectorEnv`` returns over the one-world :class:`TaskGymEnv`.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
 from typing import Any
 
 import gymnasium as gym
@@ -18,31 +14,61 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from robolearn.sim.backend import FloatArray, IntArray, PhysicsParams, make_backend
-from robolearn.tasks import make_task_cfg
+from robolearn.sim.backend import BoolArray, FloatArray
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
+from robolearn.tasks.worlds import TaskWorlds
 
-log = logging.getLogger(__name__)
+RENDER_MODES = ("rgb_array",)
 
 
 def _finite_box(k: int) -> gym.spaces.Box:
     return gym.spaces.Box(-np.inf, np.inf, shape=(k,), dtype=np.float32)
 
 
-def transition_next_obs(next_obs: Observation, info: dict[str, Any]) -> Observation:
-    """The next state of each world's transition under same-step autoreset.
+def _check_render_mode(render_mode: str | None) -> None:
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise TaskError(
+            f"render_mode {render_mode!r} is not supported; use {', '.join(RENDER_MODES)} or None"
+        )
 
-    Where an episode ended, the returned observation is already the next episode's first; the
-    transition's next state is ``info["final_obs"]``.
+
+def _masked(values: dict[str, BoolArray], mask: BoolArray) -> dict[str, Any]:
+    """Per-world info entries where ``mask`` holds, each key followed by its ``_key`` mask."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out[key], out[f"_{key}"] = np.where(mask, value, np.zeros_like(value)), mask.copy()
+    return out
+
+
+class TaskEnv(TaskWorlds, VectorEnv):
+    """``num_envs`` worlds of one task on one backend, as a Gymnasium vector environment.
+
+    The task's execution (seeding, terms, resets, randomization, latency, stepping) is
+    :class:`~robolearn.tasks.worlds.TaskWorlds`; this class adds spaces, autoreset and the info.
+
+    ``step`` returns what ``gymnasium.vector.SyncVectorEnv`` returns over :class:`TaskGymEnv`
+    with ``autoreset_mode=SAME_STEP`` (``DISABLED`` for ``autoreset=False``), key for key:
+
+    - each step's info has ``success`` (the task's success condition holds), ``action_rejected``
+      (a non-finite action was replaced by the neutral one) and ``sim_unstable`` (the physics
+      diverged), (num_envs,) bool arrays each with its ``_``-prefixed mask;
+    - where an episode ends, the world is reset in the same step: the returned observation starts
+      its next episode, ``info["final_obs"]`` is an object array holding that world's last
+      observation (a dict of (k,) arrays; None elsewhere), ``info["final_info"]`` holds the
+      step's info for those worlds, both marked by ``info["_final_obs"]`` and
+      ``info["_final_info"]``; at the top level, those worlds' entries are False and unmasked
+      (Gymnasium puts the reset's info there, and ``reset`` reports none).
+
+    Episode statistics are not in the info: as for any Gymnasium vector env, wrap it in
+    ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for ``info["episode"]`` (return,
+    length, time; its ``_episode`` mask), and read an episode's success from the ``success`` of
+    its steps. robolearn's own loops count them with
+    :class:`~robolearn.envs.autoreset.EpisodeStatistics` (return, length, and whether the
+    success condition held at any step), reading the info through
+    :mod:`robolearn.envs.autoreset`.
     """
-    if "final_obs" not in info:
-        return next_obs
-    done = info["_final_obs"]
-    return {k: np.where(done[:, None], info["final_obs"][k], v) for k, v in next_obs.items()}
 
-
-class TaskEnv(VectorEnv):
-    """``num_envs`` worlds of one task on one backend."""
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": list(RENDER_MODES)}  # noqa: RUF012
 
     def __init__(
         self,
@@ -53,202 +79,61 @@ class TaskEnv(VectorEnv):
         seed: int | None = None,
         randomize: bool = False,
         autoreset: bool = True,
+        render_mode: str | None = "rgb_array",
         render_size: tuple[int, int] = (320, 240),
         nthread: int = 0,
     ) -> None:
-        # A private copy: terms with memory (small classes) must not be shared between environments.
-        self.cfg = make_task_cfg(task) if isinstance(task, str) else copy.deepcopy(task)
-        if backend not in self.cfg.backends:
-            raise TaskError(
-                f"task {self.cfg.name} does not run on backend {backend!r}; "
-                f"it runs on {', '.join(self.cfg.backends)}"
-            )
-        self.num_envs = num_envs
-        self.randomize = randomize
+        _check_render_mode(render_mode)
+        super().__init__(task, backend, num_envs, seed=seed, randomize=randomize, nthread=nthread)
         self.autoreset = autoreset
-        self.render_mode = "rgb_array"
+        self.render_mode = render_mode
         self.render_size = render_size
-        self.sim = make_backend(backend, self.cfg.scene, num_envs, nthread=nthread)
-        self.name, self.backend_name = self.cfg.name, self.sim.name
         self.metadata = {
-            "autoreset_mode": AutoresetMode.SAME_STEP,
-            "render_modes": ["rgb_array"],
+            **type(self).metadata,
+            "autoreset_mode": AutoresetMode.SAME_STEP if autoreset else AutoresetMode.DISABLED,
             "render_fps": round(1.0 / self.cfg.control_dt),
         }
-
-        act = self.cfg.action
-        self._act_low = np.asarray(act.low, dtype=np.float64)
-        self._act_high = np.asarray(act.high, dtype=np.float64)
-        self._neutral = np.asarray(act.neutral, dtype=np.float64)
         self.single_action_space = gym.spaces.Box(
             self._act_low.astype(np.float32), self._act_high.astype(np.float32), dtype=np.float32
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-
-        n = num_envs
-        self.state = {k: np.zeros((n, *shape)) for k, shape in self.cfg.state.items()}
-        self.step_count = np.zeros(n, dtype=np.int64)
-        self.action = np.tile(self._neutral, (n, 1))
-        self.prev_action = self.action.copy()
-        self.episode_return = np.zeros(n)
-        self.episode_success = np.zeros(n, dtype=bool)
-        max_latency = self.cfg.randomization.action_latency_steps[1] if randomize else 0
-        self._action_history = np.tile(self._neutral, (max_latency + 1, n, 1))
-        self._latency = np.zeros(n, dtype=np.int64)
-        self._world_ids = np.arange(n)
-        self._stateful_terms = [
-            t.fn
-            for group in (self.cfg.observations, self.cfg.rewards, self.cfg.terminations)
-            for t in group.values()
-            if hasattr(t.fn, "reset")
-        ] + ([self.cfg.success.fn] if hasattr(self.cfg.success.fn, "reset") else [])
-        self._seed(seed)
-
-        # Observation sizes come from the terms themselves, evaluated on the nominal state.
-        all_ids = np.arange(n)
-        self.sim.reset_worlds(all_ids)
-        self.sim.forward(all_ids)
-        sizes = {
-            k: self._term(t.fn, t.params).reshape(n, -1).shape[1] for k, t in self.cfg.observations.items()
-        }
-        self.single_observation_space = gym.spaces.Dict({k: _finite_box(s) for k, s in sizes.items()})
-        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
-
-    # -- seeding -----------------------------------------------------------------------------
-    def _seed(self, seed: int | None) -> None:
-        # Separate streams, so turning sensor noise on does not change the reset distribution.
-        reset_seq, dr_seq, noise_seq = np.random.SeedSequence(seed).spawn(3)
-        self.rng = np.random.default_rng(reset_seq)
-        self._dr_rng = np.random.default_rng(dr_seq)
-        self._noise_rng = np.random.default_rng(noise_seq)
-
-    # -- terms -------------------------------------------------------------------------------
-    def _term(self, fn: Any, params: Any) -> npt.NDArray[Any]:
-        return np.asarray(fn(self, **params))
-
-    def _observe(self) -> Observation:
-        obs: Observation = {}
-        noise = self.randomize and self.cfg.randomization.sensor_noise
-        for key, term in self.cfg.observations.items():
-            value = self._term(term.fn, term.params).reshape(self.num_envs, -1)
-            if noise and term.noise_std > 0:
-                value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
-            obs[key] = value.astype(np.float32)
-        return obs
-
-    # -- resets ------------------------------------------------------------------------------
-    def _reset_worlds(self, ids: IntArray) -> None:
-        if self.randomize:  # first: recomputing derived model constants may overwrite the state
-            self._randomize(ids)
-        self.sim.reset_worlds(ids)
-        self.step_count[ids] = 0
-        self.action[ids] = self._neutral
-        self.prev_action[ids] = self._neutral
-        self._action_history[:, ids] = self._neutral
-        self.episode_return[ids] = 0.0
-        self.episode_success[ids] = False
-        for key in self.state:
-            self.state[key][ids] = 0
-        for event in self.cfg.reset_events.values():
-            event.fn(self, ids, **event.params)
-        for term in self._stateful_terms:
-            term.reset(self, ids)
-        self.sim.forward(ids)
-
-    def _randomize(self, ids: IntArray) -> None:
-        dr, k = self.cfg.randomization, len(ids)
-        params = PhysicsParams(
-            mass_scale=self._dr_rng.uniform(*dr.mass_scale, size=k),
-            friction_scale=self._dr_rng.uniform(*dr.friction_scale, size=k),
-            damping_scale=self._dr_rng.uniform(*dr.damping_scale, size=k),
-            actuator_gain_scale=self._dr_rng.uniform(*dr.actuator_gain_scale, size=k),
+        self.single_observation_space = gym.spaces.Dict(
+            {k: _finite_box(s) for k, s in self.observation_sizes.items()}
         )
-        self.sim.set_physics_params(ids, params)
-        lo, hi = dr.action_latency_steps
-        self._latency[ids] = self._dr_rng.integers(lo, hi + 1, size=k)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Reset every world, or (Gymnasium's ``options={"reset_mask": ...}``) only the masked ones."""
         if seed is not None:
-            self._seed(seed if isinstance(seed, int) else seed[0])
+            self.reseed(seed if isinstance(seed, int) else seed[0])
         mask = None if options is None else options.get("reset_mask")
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
-        self._reset_worlds(ids)
-        return self._observe(), {}
+        self.reset_worlds(ids)
+        return self.observe(), {}
 
     # -- stepping ----------------------------------------------------------------------------
-    def _sanitize(self, action: Any) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-        act = np.asarray(action, dtype=np.float64)
-        shape = (self.num_envs, len(self._neutral))
-        if act.size != shape[0] * shape[1]:
-            raise TaskError(
-                f"task {self.cfg.name}: action has shape {act.shape}, expected {shape} "
-                f"({', '.join(self.cfg.action.names)})"
-            )
-        act = act.reshape(shape)
-        # A non-finite action never reaches the physics: that world holds the neutral action.
-        rejected = ~np.isfinite(act).all(axis=1)
-        if rejected.any():
-            act = act.copy()
-            act[rejected] = self._neutral
-            log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
-        return np.clip(act, self._act_low, self._act_high), np.asarray(rejected)
-
     def step(
         self, actions: Any
     ) -> tuple[Observation, FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.bool_], dict[str, Any]]:
-        act, rejected = self._sanitize(actions)
-        if len(self._action_history) == 1:
-            applied = act  # no latency possible: the history would only echo the action
-        else:
-            # Action latency: world i acts on the action it was sent latency[i] steps ago.
-            self._action_history[1:] = self._action_history[:-1]
-            self._action_history[0] = act
-            applied = self._action_history[self._latency, self._world_ids]
-        self.prev_action = self.action
-        self.action = applied
-        ctrl = self.cfg.action.to_controls(self, applied, **self.cfg.action.params)
-        self.sim.step(ctrl, self.cfg.substeps)
-        self.step_count += 1
-        unstable = self.sim.unstable_worlds().copy()
-        for update in self.cfg.updates.values():
-            update.fn(self, **update.params)
-
-        reward = np.zeros(self.num_envs)
-        for term in self.cfg.rewards.values():
-            reward += term.weight * self._term(term.fn, term.params)
-        success = self._term(self.cfg.success.fn, self.cfg.success.params).astype(bool)
-        terminated = success & self.cfg.end_on_success
-        truncated = (self.step_count >= self.cfg.episode_length) | unstable
-        for done_term in self.cfg.terminations.values():
-            hit = self._term(done_term.fn, done_term.params).astype(bool)
-            if done_term.time_out:
-                truncated |= hit
-            else:
-                terminated |= hit
-        truncated &= ~terminated
-        if unstable.any():
-            log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
-        self.episode_return += reward
-        self.episode_success |= success
-
-        obs = self._observe()
-        info: dict[str, Any] = {"success": success, "action_rejected": rejected, "sim_unstable": unstable}
-        done = terminated | truncated
-        if self.autoreset and done.any():
-            ids = np.flatnonzero(done)
-            info["final_obs"], info["_final_obs"] = obs, done
-            info["final_info"] = {
-                "episode_return": self.episode_return.copy(),
-                "episode_length": self.step_count.copy(),
-                "episode_success": self.episode_success.copy(),
-            }
-            info["_final_info"] = done
-            self._reset_worlds(ids)
-            fresh = self._observe()
-            obs = {k: np.where(done[:, None], fresh[k], v) for k, v in obs.items()}
+        reward, success, terminated, truncated, unstable, rejected = self.advance(actions)
+        obs = self.observe()
+        step_info = {"success": success, "action_rejected": rejected, "sim_unstable": unstable}
+        ended = (terminated | truncated) if self.autoreset else np.zeros(self.num_envs, dtype=bool)
+        info: dict[str, Any] = {}
+        if ended.any():
+            ids = np.flatnonzero(ended)
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for i in ids:  # Gymnasium's format: one observation dict per ended world
+                final_obs[i] = {k: v[i] for k, v in obs.items()}
+            info["final_obs"], info["_final_obs"] = final_obs, ended.copy()
+            info["final_info"], info["_final_info"] = _masked(step_info, ended), ended.copy()
+            self.reset_worlds(ids)
+            fresh = self.observe()
+            obs = {k: np.where(ended[:, None], fresh[k], v) for k, v in obs.items()}
+        if not ended.all():
+            info |= _masked(step_info, ~ended)
         return obs, reward, terminated, truncated, info
 
     def render(self) -> npt.NDArray[np.uint8]:  # type: ignore[override]
@@ -258,11 +143,17 @@ class TaskEnv(VectorEnv):
         return self.sim.render(0, width, height, self.cfg.scene.camera, markers)
 
     def close(self, **kwargs: Any) -> None:
-        self.sim.close()
+        TaskWorlds.close(self)
 
 
 class TaskGymEnv(gym.Env):
-    """One world of a task as a ``gymnasium.Env`` (the caller resets at episode ends)."""
+    """One world of a task as a ``gymnasium.Env`` (the caller resets at episode ends).
+
+    Its info is :class:`TaskEnv`'s for one world: ``success``, ``action_rejected`` and
+    ``sim_unstable`` as Python bools.
+    """
+
+    metadata = {"render_modes": list(RENDER_MODES)}  # noqa: RUF012
 
     def __init__(
         self,
@@ -273,11 +164,12 @@ class TaskGymEnv(gym.Env):
         render_mode: str | None = None,
         render_size: tuple[int, int] = (320, 240),
     ) -> None:
+        _check_render_mode(render_mode)
         self.vec = TaskEnv(task, backend, 1, randomize=randomize, autoreset=False, render_size=render_size)
         self.observation_space = self.vec.single_observation_space
         self.action_space = self.vec.single_action_space
         self.render_mode = render_mode
-        self.metadata = {"render_modes": ["rgb_array"], "render_fps": self.vec.metadata["render_fps"]}
+        self.metadata = {**type(self).metadata, "render_fps": self.vec.metadata["render_fps"]}
         self.spec_task = self.vec.cfg
 
     def reset(
@@ -294,7 +186,7 @@ class TaskGymEnv(gym.Env):
             float(reward[0]),
             bool(terminated[0]),
             bool(truncated[0]),
-            {k: bool(v[0]) for k, v in info.items()},
+            {k: bool(v[0]) for k, v in info.items() if not k.startswith("_")},
         )
 
     def render(self) -> npt.NDArray[np.uint8]:

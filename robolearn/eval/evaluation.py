@@ -10,19 +10,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.envs.autoreset import EpisodeStatistics
 from robolearn.envs.gym_adapter import GymVectorTask
 from robolearn.envs.task_env import TaskEnv
 from robolearn.eval.stats import bootstrap_ci
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
 
-Policy = Callable[[Observation], FloatArray]
+PolicyFn = Callable[[Observation], FloatArray]
 
 POLICIES = ("scripted", "random")
 """Policies ``robolearn eval TASK --policy`` builds from the task alone."""
 
 
-def make_policy(name: str, cfg: TaskCfg, num_envs: int, seed: int = 0) -> Policy:
+def make_policy(name: str, cfg: TaskCfg, num_envs: int, seed: int = 0) -> PolicyFn:
     """The task's scripted expert, or uniform random actions."""
     if name == "scripted":
         if cfg.expert is None:
@@ -44,6 +45,7 @@ class EvalResult:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
+    """Per episode, where the environment reports success (a Gymnasium env may not)."""
     env_steps: int = 0
     sim_seconds: float = 0.0
     """Wall-clock time spent stepping (policy included, rendering excluded)."""
@@ -56,9 +58,10 @@ class EvalResult:
         return {
             "task": self.task,
             "backend": self.backend,
-            "episodes": len(self.successes),
+            "episodes": len(self.returns),
             "success_rate": float(np.mean(self.successes)) if self.successes else float("nan"),
             "success_rate_ci95": [lo, hi],
+            "success_defined": bool(self.successes),
             "return_mean": float(np.mean(self.returns)) if self.returns else float("nan"),
             "return_ci95": [rlo, rhi],
             "episode_length_mean": float(np.mean(self.lengths)) if self.lengths else float("nan"),
@@ -69,7 +72,7 @@ class EvalResult:
 
 def evaluate(
     env: TaskEnv | GymVectorTask,
-    policy: Policy,
+    policy: PolicyFn,
     episodes: int,
     *,
     seed: int = 0,
@@ -87,24 +90,25 @@ def evaluate(
     done_count = np.zeros(n, dtype=np.int64)
     result = EvalResult(env.name, env.backend_name)
     obs, _ = env.reset(seed=seed)
+    stats = EpisodeStatistics(n)
     if record_episodes > 0:
         result.frames.append(env.render())
     while (done_count < quota).any():
         start = time.perf_counter()
-        obs, _, _, _, info = env.step(policy(obs))
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
         result.sim_seconds += time.perf_counter() - start
+        ended = stats.step(reward, terminated, truncated, info)
         result.env_steps += n
         if record_episodes > 0 and done_count[0] < record_episodes:
             frame = env.render()
             result.frames.append(frame)
-        if "final_info" not in info:
-            continue
-        final = info["final_info"]
-        for i in np.flatnonzero(info["_final_info"] & (done_count < quota)):
-            result.returns.append(float(final["episode_return"][i]))
-            result.lengths.append(int(final["episode_length"][i]))
-            result.successes.append(bool(final["episode_success"][i]))
-            if on_episode is not None:
-                on_episode(len(result.successes))
-        done_count += info["_final_info"]
+        for j, i in enumerate(ended.worlds):
+            if done_count[i] < quota[i]:
+                result.returns.append(float(ended.returns[j]))
+                result.lengths.append(int(ended.lengths[j]))
+                if ended.successes is not None:
+                    result.successes.append(bool(ended.successes[j]))
+                if on_episode is not None:
+                    on_episode(len(result.returns))
+        done_count[ended.worlds] += 1
     return result

@@ -14,16 +14,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from robolearn.tasks.core import Observation
-
-if TYPE_CHECKING:
-    from robolearn.data.dataset import DatasetWriter
-    from robolearn.teleop import Device
+from robolearn.teleop import Device, TeleopEvent
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +88,6 @@ class Interventions:
 
     def apply(self, obs: Observation, policy_action: npt.NDArray[np.float64]) -> StepInterventions:
         """Ask every device what its person does now; their actions replace the policy's."""
-        from robolearn.teleop import TeleopEvent
-
         if self.view is not None:
             self.view()
         if self.period > 0.0:
@@ -131,49 +125,3 @@ class Interventions:
             stats.labels.append(self._label[i])
             self._steps[i] = self._intervened[i] = 0
             self._label[i] = ""
-
-
-class EpisodeRecorder:
-    """Writes every world's finished training episodes to a dataset, interventions flagged.
-
-    Frames wait in memory per world until the episode ends, then go out as one episode, so the
-    dataset on disk only ever holds whole episodes (a kill loses the episodes in progress).
-    """
-
-    def __init__(self, writer: DatasetWriter, task: str, num_envs: int) -> None:
-        self.writer = writer
-        self.task = task
-        self._frames: list[list[dict[str, Any]]] = [[] for _ in range(num_envs)]
-        self.episodes_written = 0
-
-    def add(
-        self,
-        obs: Observation,
-        action: npt.NDArray[np.float64],
-        reward: npt.NDArray[np.float64],
-        success: BoolArray,
-        terminated: BoolArray,
-        ended: BoolArray,
-        intervened: BoolArray,
-    ) -> None:
-        """One step of every world (batched arrays); ``ended`` closes a world's episode."""
-        for i, frames in enumerate(self._frames):
-            frames.append(
-                {
-                    "obs": {k: np.asarray(v[i]) for k, v in obs.items()},
-                    "action": np.asarray(action[i]),
-                    "reward": float(reward[i]),
-                    "success": bool(success[i]),
-                    "terminated": bool(terminated[i]),
-                    "is_intervention": bool(intervened[i]),
-                }
-            )
-            if ended[i]:
-                for frame in frames:
-                    self.writer.add_frame(**frame)
-                self.writer.save_episode(self.task)
-                self.episodes_written += 1
-                frames.clear()
-
-    def close(self) -> None:
-        self.writer.close()

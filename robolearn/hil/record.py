@@ -3,7 +3,7 @@
 One world of the task runs in simulation. Every control step the device is read with the
 current observation; its action drives the world (or, with ``--policy``, the policy drives and
 the device's action replaces it while the person intervenes, as in HIL-SERL), and the step is
-recorded with :class:`robolearn.data.dataset.DatasetWriter`, flagged ``is_intervention`` where the
+recorded with :class:`robolearn.data.episodes.EpisodeWriter`, flagged ``is_intervention`` where the
 person drove. Frames are added one step late, so a success or failure the person marks after
 seeing a step's outcome lands on that step's frame. The episode's initial state is drawn from
 the seed and the episode's index in the dataset, so a re-recorded episode starts where the
@@ -17,9 +17,7 @@ frame is written as PNG every few seconds beside the dataset and the progress li
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,12 +27,16 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-import tyro
 
-from robolearn.data.dataset import ACTION, OBS, DatasetWriter, read_dataset
+from robolearn.data.episodes import EpisodeWriter
+from robolearn.data.format import ACTION, OBS
+from robolearn.data.reader import read_dataset
+from robolearn.data.writer import DatasetWriter
 from robolearn.envs.task_env import TaskEnv
-from robolearn.sim.backend import BackendName, FloatArray
-from robolearn.tasks import DEFAULT_TASK, make_task_cfg
+from robolearn.errors import RobolearnError
+from robolearn.hil.config import RecordCmd
+from robolearn.sim.backend import FloatArray
+from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import Observation, TaskCfg
 from robolearn.teleop.device import (
     HAND_DEVICES,
@@ -46,76 +48,18 @@ from robolearn.teleop.device import (
     import_optional,
     make_device,
 )
-from robolearn.teleop.mapping import DroneMode
 from robolearn.teleop.scripted import InterventionSchedule
 
 log = logging.getLogger(__name__)
 
-DeviceName = Literal["keyboard", "gamepad", "spacemouse", "scripted", "replay"]
-Display = Literal["auto", "window", "png", "none"]
 Outcome = Literal["saved", "rerecord", "quit"]
 
 WINDOW_HZ = 25.0
 """Refresh rate of the window: a software-rendered frame costs about 20 ms."""
 
 
-class RecordError(ValueError):
+class RecordError(RobolearnError):
     """A recording that cannot start; the message names the option and what is allowed."""
-
-
-@dataclass(frozen=True)
-class RecordCmd:
-    """Record episodes of a task driven from a device into a LeRobot v3 dataset.
-
-    An episode ends when the task ends it (success, a terminal state, the step limit) or when the
-    person marks it a success or a failure; re-record discards it and starts it again from the
-    same initial state; quit drops the episode in progress and stops. Default device bindings:
-    docs/teleop.md. The last line printed is one JSON object.
-    """
-
-    task: tyro.conf.Positional[str] = DEFAULT_TASK
-    """Task name (see ``robolearn tasks``)."""
-    device: DeviceName = "keyboard"
-    """Who drives: a person (keyboard, gamepad, SpaceMouse), a scripted stand-in, or a replayed dataset."""
-    episodes: int = 10
-    """Episodes to save."""
-    out: Path | None = None
-    """Dataset folder (default ``datasets/<task>``); a dataset with the same features is appended to."""
-    backend: BackendName = "mujoco"
-    """Simulator (one world)."""
-    seed: int = 0
-    """Seed of the initial states (with each episode's index in the dataset)."""
-    max_steps: int | None = None
-    """Control steps before an episode is cut off (default: the task's episode length)."""
-    fps: float | None = None
-    """Loop pace in steps per wall-clock second (default: real time for a person, else 0: unpaced).
-    The dataset's fps is always the task's control rate, so a slower pace is slow motion."""
-    camera: bool = False
-    """Record the rendered camera image as a video feature (``observation.images.front``)."""
-    image_size: tuple[int, int] = (320, 240)
-    """Width and height of rendered frames (even numbers)."""
-    policy: str = "none"
-    """What drives while nobody intervenes: none (the device: hold still), scripted, random, RUN_DIR."""
-    scripted_policy: str = "scripted"
-    """For ``--device scripted``: the task's ``scripted`` expert, or a run folder."""
-    intervene_steps: tuple[int, int] | None = None
-    """For ``--device scripted``: it takes over only during steps [a, b) of an episode."""
-    intervene_every: int = 1
-    """For ``--device scripted``: only in every k-th episode."""
-    intervene_prob: float = 1.0
-    """For ``--device scripted``: only with this probability per episode (drawn from ``--seed``)."""
-    replay_from: Path | None = None
-    """For ``--device replay``: the dataset whose episodes are replayed, in order."""
-    drone_mode: DroneMode = "velocity"
-    """Drones on a hand-held device: velocity setpoints via a hover controller, or rates (acro)."""
-    scale: float | None = None
-    """Hand-held devices: fraction of the action bounds at full deflection (default 0.5 keys, 1 else)."""
-    gamepad_backend: Literal["auto", "pygame", "evdev"] = "auto"
-    """How the gamepad is read."""
-    display: Display = "auto"
-    """window (pygame), png (frames beside the dataset), none; auto: a window if there is a display."""
-    png_every: float = 2.0
-    """Seconds between PNG frames."""
 
 
 @dataclass
@@ -219,7 +163,7 @@ def _base_policy(cmd: RecordCmd, cfg: TaskCfg) -> Callable[[Observation], FloatA
     run = Path(cmd.policy)
     if not run.exists():
         raise RecordError(f"--policy must be none, scripted, random or a run folder; {run} does not exist")
-    from robolearn.rl.train import load_policy
+    from robolearn.policy.loading import load_policy
 
     policy, meta = load_policy(run)
     if meta.get("task") != cfg.name:
@@ -251,19 +195,12 @@ class Recorder:
     """The recording loop of :func:`record`."""
 
     def __init__(self, cmd: RecordCmd, progress: Callable[[Progress], None] | None = None) -> None:
-        if cmd.episodes < 1:
-            raise RecordError(f"--episodes must be at least 1, got {cmd.episodes}")
-        if cmd.fps is not None and cmd.fps < 0:
-            raise RecordError(f"--fps must be 0 (as fast as possible) or positive, got {cmd.fps}")
-        if cmd.max_steps is not None and cmd.max_steps < 1:
-            raise RecordError(f"--max-steps must be at least 1, got {cmd.max_steps}")
-        if any(s < 2 or s % 2 for s in cmd.image_size):
-            raise RecordError(f"--image-size must be two even numbers of pixels, got {cmd.image_size}")
+        cmd.check()  # ranges, before a device is opened or a file written
         cfg = make_task_cfg(cmd.task)
         if cmd.max_steps is not None:
             cfg = replace(cfg, episode_length=cmd.max_steps)
         self.cmd, self.cfg = cmd, cfg
-        self.out = cmd.out if cmd.out is not None else Path("datasets") / cfg.name
+        self.out = cmd.dataset
         self.device: Device = make_device(cmd.device, cfg, **_device_options(cmd))
         self.policy = _base_policy(cmd, cfg)
         self.neutral = np.asarray(cfg.action.neutral, np.float64)
@@ -306,7 +243,8 @@ class Recorder:
             assert isinstance(space, gym.spaces.Dict)
             shapes = {k: tuple(s.shape or ()) for k, s in space.items()}
             w, h = cmd.image_size
-            writer = _open_writer(self.out, cfg, shapes, (h, w, 3) if cmd.camera else None)
+            image_shape = (h, w, 3) if cmd.camera else None
+            writer = EpisodeWriter(_open_writer(self.out, cfg, shapes, image_shape), cfg.description)
             stack.callback(writer.close)
             while self.progress.saved < cmd.episodes:
                 index = writer.num_episodes
@@ -341,7 +279,7 @@ class Recorder:
             command = command.merged(TeleopCommand(None, False, frozenset({TeleopEvent.QUIT})))
         return command
 
-    def _episode(self, env: TaskEnv, writer: DatasetWriter, seed: int) -> Outcome:
+    def _episode(self, env: TaskEnv, writer: EpisodeWriter, seed: int) -> Outcome:
         """Run one episode; save it unless it is re-recorded or the person quits."""
         cmd, p = self.cmd, self.progress
         obs_batch, _ = env.reset(seed=seed)
@@ -354,10 +292,10 @@ class Recorder:
             obs = {k: v[0] for k, v in obs_batch.items()}
             command = self._read(obs)
             if TeleopEvent.QUIT in command.events:
-                writer.discard_episode()
+                writer.discard()
                 return "quit"
             if TeleopEvent.RERECORD in command.events:
-                writer.discard_episode()
+                writer.discard()
                 return "rerecord"
             marked = command.events & {TeleopEvent.SUCCESS, TeleopEvent.FAILURE}
             if marked and pending is not None:
@@ -375,7 +313,7 @@ class Recorder:
             obs_batch, reward, terminated, truncated, info = env.step(action[None])
             image = env.render() if cmd.camera else None
             if pending is not None:
-                writer.add_frame(**pending)
+                writer.add_frame(0, **pending)
             pending = {
                 "obs": obs,
                 "action": action,
@@ -401,8 +339,8 @@ class Recorder:
                 else:  # fell behind: carry on from now rather than race to catch up
                     next_tick = time.monotonic()
         assert pending is not None  # the first iteration either returned or stepped
-        writer.add_frame(**pending)
-        writer.save_episode(self.cfg.description)
+        writer.add_frame(0, **pending)
+        writer.end_episode()
         p.saved += 1
         p.successes += success
         p.frames += p.step
@@ -428,32 +366,3 @@ class Recorder:
 def record(cmd: RecordCmd, progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
     """Record ``cmd.episodes`` episodes; returns a summary (episodes, successes, frames, ...)."""
     return Recorder(cmd, progress).run()
-
-
-def run_record(cmd: RecordCmd) -> None:
-    """``robolearn record``: a live progress line, then a summary line and one JSON object."""
-    from tqdm import tqdm
-
-    bar = tqdm(total=cmd.episodes, desc=f"record {cmd.task}", unit="ep", file=sys.stderr, dynamic_ncols=True)
-    last = [0.0]
-
-    def show(p: Progress) -> None:
-        now = time.monotonic()
-        if now - last[0] < 0.25 and p.saved == bar.n:
-            return
-        last[0] = now
-        bar.update(p.saved - bar.n)
-        bar.set_postfix(
-            success=p.successes, step=f"{p.step}/{p.max_steps}", human="yes" if p.intervening else "no"
-        )
-
-    try:
-        summary = record(cmd, show)
-    finally:
-        bar.close()
-    print(
-        f"{summary['task']}: {summary['episodes_saved']} episodes saved to {summary['out']} "
-        f"({summary['successes']} successful, {summary['intervention_frames']} of {summary['frames']} "
-        f"frames driven by the {summary['device']} device)" + (", stopped by quit" if summary["quit"] else "")
-    )
-    print(json.dumps(summary))

@@ -16,63 +16,28 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
-import tyro
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robolearn import __version__
-from robolearn.data.dataset import IMAGES, OBS, STATE, SUCCESS, DatasetError, read_dataset
-from robolearn.rl.replay import CorruptFileError
+from robolearn.data.format import IMAGES, OBS, STATE, SUCCESS, DatasetError
+from robolearn.data.reader import read_dataset
+from robolearn.errors import ConfigError, CorruptFileError
+from robolearn.hil.config import RewardEvalCmd, RewardTrainCmd
 
 log = logging.getLogger(__name__)
 
 FORMAT = "robolearn-reward-classifier"
 WEIGHTS = "model.safetensors"
 CONFIG = "classifier.json"
-
-
-@dataclass(frozen=True)
-class RewardTrainCmd:
-    """Train a success classifier (HIL-SERL's learned reward) from a recorded dataset.
-
-    Frames are labelled by ``next.success``; episodes are split into training and held-out ones,
-    and the held-out precision and recall are reported. The last line printed is one JSON object.
-    """
-
-    dataset: tyro.conf.Positional[Path]
-    """Dataset folder (LeRobotDataset v3.0) with successful and failed episodes."""
-    out: Path | None = None
-    """Folder to write the classifier to (default: ``runs/reward-<dataset name>``)."""
-    features: tuple[str, ...] = ()
-    """Observation terms the classifier sees (default: every recorded term)."""
-    state: bool = True
-    """Use observation terms at all (False with ``--images``: a classifier that sees only the camera)."""
-    images: bool = True
-    """Use the camera images (a small CNN) when the dataset has them."""
-    held_out: float = 0.25
-    """Share of episodes kept out of training to measure precision and recall."""
-    epochs: int = 40
-    """Passes over the training frames."""
-    batch_size: int = 256
-    """Frames per gradient step."""
-    lr: float = 1e-3
-    """Adam learning rate."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer widths of the MLP head."""
-    threshold: float = 0.5
-    """Probability above which a frame counts as a success (reward 1)."""
-    seed: int = 0
-    """Seed of the episode split, initialization and batch order."""
-    torch_threads: int = 1
-    """CPU threads for torch; 0 keeps torch's default."""
 
 
 class SuccessNet(nn.Module):
@@ -142,7 +107,7 @@ class RewardClassifier:
             for key in (feature, *aliases):
                 if key in obs:
                     return np.asarray(obs[key])
-            raise ValueError(f"reward classifier: observation {feature!r} missing; got {sorted(obs)}")
+            raise ConfigError(f"reward classifier: observation {feature!r} missing; got {sorted(obs)}")
 
         image = None
         if self.camera is not None:
@@ -208,8 +173,7 @@ def _split_episodes(
 
 def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
     """Train, evaluate on held-out episodes, save; returns the summary (also in ``classifier.json``)."""
-    if not 0.0 < cmd.held_out < 1.0 or cmd.epochs < 1 or cmd.batch_size < 1:
-        raise ValueError("--held-out must be in (0, 1), --epochs and --batch-size at least 1")
+    cmd.check()
     if cmd.torch_threads > 0:
         torch.set_num_threads(cmd.torch_threads)
     started = time.perf_counter()
@@ -301,39 +265,9 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
     return summary
 
 
-def run_reward_train(cmd: RewardTrainCmd) -> None:
-    """``robolearn reward train DATASET``: train, report held-out precision and recall, save."""
-    summary = train_reward_classifier(cmd)
-    held = summary["held_out"]
-
-    def show(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
-
-    print(
-        f"reward classifier trained on {summary['train_episodes']} episodes: held-out precision "
-        f"{show(held['precision'])}, recall {show(held['recall'])} over {summary['held_out_episodes']} "
-        f"episodes ({held['frames']} frames, {held['positives']} successes); saved to {summary['out']}"
-    )
-    print(json.dumps(summary))
-
-
-@dataclass(frozen=True)
-class RewardEvalCmd:
-    """Measure a trained success classifier on another dataset (e.g. new recordings of the robot).
-
-    Prints frame-level precision and recall; the last line printed is one JSON object.
-    """
-
-    classifier: tyro.conf.Positional[Path]
-    """Classifier folder written by ``robolearn reward train``."""
-    dataset: tyro.conf.Positional[Path]
-    """Dataset folder (LeRobotDataset v3.0) with ``next.success`` labels."""
-    threshold: float | None = None
-    """Probability above which a frame counts as a success (None: the one saved with it)."""
-
-
-def run_reward_eval(cmd: RewardEvalCmd) -> None:
-    """``robolearn reward eval CLASSIFIER DATASET``."""
+def evaluate_reward_classifier(cmd: RewardEvalCmd) -> dict[str, Any]:
+    """Frame-level precision and recall of a trained classifier on a labelled dataset."""
+    cmd.check()
     classifier = load_reward_classifier(cmd.classifier, cmd.threshold)
     ds = read_dataset(cmd.dataset)
     if SUCCESS not in ds.features:
@@ -349,14 +283,8 @@ def run_reward_eval(cmd: RewardEvalCmd) -> None:
     predicted = np.concatenate(
         [classifier.reward({k: v[i : i + 1024] for k, v in frames.items()}) > 0.5 for i in range(0, n, 1024)]
     )
-    result = _precision_recall(predicted, frames[SUCCESS].astype(bool)) | {
+    return _precision_recall(predicted, frames[SUCCESS].astype(bool)) | {
         "classifier": str(cmd.classifier),
         "dataset": str(ds.root),
         "threshold": classifier.threshold,
     }
-    show = {k: "n/a" if result[k] is None else f"{result[k]:.3f}" for k in ("precision", "recall")}
-    print(
-        f"{cmd.classifier} on {ds.root}: precision {show['precision']}, recall {show['recall']} over "
-        f"{result['frames']} frames ({result['positives']} successes)"
-    )
-    print(json.dumps(result))

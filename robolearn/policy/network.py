@@ -6,18 +6,56 @@ units to an action in physical units and needs neither the learner nor a simulat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from robolearn.policy.normalization import ObsLayout
-from robolearn.rl.sac import Actor
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
-class Policy(nn.Module):
+class Actor(nn.Module):
+    """Tanh-squashed Gaussian policy over actions in [-1, 1]."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.trunk = nn.Sequential(*layers)
+        self.mean = nn.Linear(width, action_dim)
+        self.log_std = nn.Linear(width, action_dim)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.trunk(obs)
+        # Squash log-std smoothly into its range rather than clipping (no dead gradients).
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1.0)
+        return self.mean(h), log_std
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterized action and its log-probability (with the tanh correction)."""
+        mean, log_std = self(obs)
+        std = log_std.exp()
+        u = mean + std * torch.randn_like(mean)
+        log_prob = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        # log |d tanh(u)/du| = 2 (log 2 - u - softplus(-2u)), the numerically stable form.
+        log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
+        return torch.tanh(u), log_prob
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """The deterministic action (tanh of the mean), for evaluation and deployment."""
+        return torch.tanh(self(obs)[0])
+
+
+class PolicyNetwork(nn.Module):
     """Deterministic (or sampling) policy over flattened observations."""
 
     obs_mean: torch.Tensor
@@ -72,11 +110,11 @@ def policy_from_weights(
     action_low: npt.ArrayLike,
     action_high: npt.ArrayLike,
     hidden: tuple[int, ...],
-) -> Policy:
+) -> PolicyNetwork:
     """Rebuild a policy from the weights a learner publishes (or a checkpoint holds)."""
     low = np.asarray(action_low, np.float32)
     actor = Actor(layout.dim, len(low), hidden)
     actor.load_state_dict(
         {k.removeprefix("actor."): torch.as_tensor(v) for k, v in weights.items() if k.startswith("actor.")}
     )
-    return Policy(layout, actor, weights["obs_mean"], weights["obs_std"], low, action_high)
+    return PolicyNetwork(layout, actor, weights["obs_mean"], weights["obs_std"], low, action_high)

@@ -20,8 +20,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from robolearn.envs.task_env import transition_next_obs
-from robolearn.hil.interventions import EpisodeRecorder, Interventions, InterventionStats
+from robolearn.data.episodes import EpisodeWriter
+from robolearn.envs.autoreset import EndedEpisodes, EpisodeStatistics, step_info, transition_next_obs
+from robolearn.hil.interventions import Interventions, InterventionStats
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.rl.replay import Batch, ReplayBuffer, sample_symmetric
 from robolearn.rl.sac import SAC
@@ -38,6 +39,13 @@ class EpisodeStats:
     successes: list[bool] = field(default_factory=list)
     interventions: InterventionStats = field(default_factory=InterventionStats)
     """Human intervention rate and label per ended episode (empty without interventions)."""
+
+    def add(self, ended: EndedEpisodes) -> None:
+        """Append episodes that ended (success only where the environment reports it)."""
+        self.returns += ended.returns.tolist()
+        self.lengths += ended.lengths.tolist()
+        if ended.successes is not None:
+            self.successes += ended.successes.tolist()
 
     def extend(self, other: EpisodeStats) -> None:
         self.returns += other.returns
@@ -135,7 +143,7 @@ class ActorRole:
         random_steps: int,
         interventions: Interventions | None = None,
         reward_fn: RewardFn | None = None,
-        recorder: EpisodeRecorder | None = None,
+        recorder: EpisodeWriter | None = None,
     ) -> None:
         self.env = env
         self.exchange = exchange
@@ -153,6 +161,7 @@ class ActorRole:
         )
         self.env_steps = 0
         self.obs, _ = env.reset(seed=seed)
+        self.stats = EpisodeStatistics(env.num_envs)
 
     def _act(self) -> npt.NDArray[np.float64]:
         n = self.env.num_envs
@@ -176,8 +185,9 @@ class ActorRole:
             self.quit_requested |= human.quit
         unit = self.scaler.to_unit(action).astype(np.float32)
         next_obs, reward, terminated, truncated, info = self.env.step(action)
+        env_episodes = self.stats.step(reward, terminated, truncated, info)  # the env's own outcome
         final_next = transition_next_obs(next_obs, info)
-        success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
+        success = step_info(info, "success", n)[0].astype(bool)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         env_ended = terminated | truncated
         forced_success = np.zeros(n, bool)
@@ -190,19 +200,11 @@ class ActorRole:
             forced_end |= human.marked_success | human.marked_failure
         terminated |= forced_success
         episodes = EpisodeStats()
-        if "final_info" in info:
-            final = info["final_info"]
-            for i in np.flatnonzero(info["_final_info"]):
-                episodes.returns.append(float(final["episode_return"][i]))
-                episodes.lengths.append(int(final["episode_length"][i]))
-                episodes.successes.append(bool(final["episode_success"][i]))
+        episodes.add(env_episodes)
         # A classifier's verdict or a human's mark ends an episode the environment has not ended.
         forced_end &= ~env_ended
         if forced_end.any():
-            for i in np.flatnonzero(forced_end):
-                episodes.returns.append(float(self.env.episode_return[i]))
-                episodes.lengths.append(int(self.env.step_count[i]))
-                episodes.successes.append(bool(forced_success[i]))
+            episodes.add(self.stats.end(forced_end, forced_success))
             next_obs, _ = self.env.reset(options={"reset_mask": forced_end})
         ended = env_ended | forced_end
         if interventions is not None:

@@ -9,7 +9,6 @@ manifest check with a message that names it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pickle
@@ -20,32 +19,25 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
+from robolearn.data.manifest import write_manifest
+from robolearn.errors import CorruptFileError
+from robolearn.policy.loading import (
+    LATEST,
+    MANIFEST,
+    STATE,
+    WEIGHTS,
+    read_checkpoint,
+    resolve_checkpoint,
+)
 from robolearn.policy.normalization import RunningNorm
-from robolearn.rl.replay import CorruptFileError, ReplayBuffer
+from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
 
-MANIFEST = "manifest.json"
 KEEP = 2
 """Checkpoints kept in a run; older ones are removed once a newer one is complete."""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+OPTIMIZER = "optimizer.pt"
 
 
 def save_checkpoint(
@@ -70,57 +62,22 @@ def save_checkpoint(
     tensors["log_alpha"] = agent.log_alpha.detach()
     tensors |= {f"obs_norm.{k}": torch.as_tensor(v) for k, v in obs_norm.state().items()}
     tensors["torch_rng"] = torch.get_rng_state()
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / "model.safetensors"))
-    torch.save(agent.optimizer_state(), tmp / "optimizer.pt")
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / WEIGHTS))
+    torch.save(agent.optimizer_state(), tmp / OPTIMIZER)
     online.save(tmp / "replay_online.npz")
     if demos is not None:
         demos.save(tmp / "replay_demos.npz")
-    (tmp / "state.json").write_text(json.dumps(state))
-    files = sorted(p for p in tmp.iterdir())
-    manifest = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in files}
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    for p in [*files, tmp / MANIFEST]:
-        _fsync(p)
+    (tmp / STATE).write_text(json.dumps(state))
+    write_manifest(tmp, MANIFEST)
     final = root / name
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
-    pointer = root / "latest.tmp"
+    pointer = root / f"{LATEST}.tmp"
     pointer.write_text(name)
-    os.replace(pointer, root / "latest")
+    os.replace(pointer, root / LATEST)
     for old in sorted(root.glob("ckpt-*"))[:-KEEP]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def resolve(path: Path) -> Path:
-    """A checkpoint folder from itself, a run folder or a ``checkpoints`` folder."""
-    path = Path(path)
-    for root in (path / "checkpoints", path):
-        latest = root / "latest"
-        if latest.is_file():
-            return root / latest.read_text().strip()
-    if (path / MANIFEST).is_file():
-        return path
-    raise CorruptFileError(
-        f"{path} is not a robolearn run or checkpoint (no checkpoints/latest or {MANIFEST})"
-    )
-
-
-def verify(ckpt: Path) -> dict[str, Any]:
-    """Check every file against the manifest; return the manifest."""
-    try:
-        manifest: dict[str, Any] = json.loads((ckpt / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CorruptFileError(f"checkpoint {ckpt}: unreadable manifest ({exc})") from None
-    for name, entry in manifest.items():
-        path = ckpt / name
-        if not path.is_file():
-            raise CorruptFileError(f"checkpoint {ckpt}: {name} is missing")
-        if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
-            raise CorruptFileError(
-                f"checkpoint {ckpt}: {name} does not match its manifest (truncated or modified)"
-            )
-    return manifest
 
 
 @dataclass
@@ -130,12 +87,13 @@ class Loaded:
     path: Path
     tensors: dict[str, torch.Tensor]
     state: dict[str, Any]
+    manifest: dict[str, Any]
 
     def optimizer_state(self) -> dict[str, Any]:
         # weights_only: tensors and plain containers only, never arbitrary objects.
         try:
             result: dict[str, Any] = torch.load(
-                self.path / "optimizer.pt", weights_only=True, map_location="cpu"
+                self.path / OPTIMIZER, weights_only=True, map_location="cpu"
             )
         except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -143,20 +101,18 @@ class Loaded:
         return result
 
     def replay(self, which: str) -> ReplayBuffer | None:
-        path = self.path / f"replay_{which}.npz"
-        return ReplayBuffer.load(path) if path.is_file() else None
+        name = f"replay_{which}.npz"
+        if name not in self.manifest:
+            return None
+        return ReplayBuffer.load(self.path / name)
 
 
 def load_checkpoint(path: Path) -> Loaded:
-    """Verify and read a checkpoint (a run folder picks its latest)."""
-    ckpt = resolve(path)
-    verify(ckpt)
-    try:
-        tensors = load_file(str(ckpt / "model.safetensors"))
-        state = json.loads((ckpt / "state.json").read_text())
-    except (SafetensorError, OSError, json.JSONDecodeError) as exc:
-        raise CorruptFileError(f"checkpoint {ckpt}: {exc}") from None
-    return Loaded(ckpt, tensors, state)
+    """Verify and read a checkpoint (a run folder picks its latest); the manifest must cover
+    the weights, the state and the optimizer state it is resumed with."""
+    ckpt = resolve_checkpoint(path)
+    tensors, state, manifest = read_checkpoint(ckpt, (WEIGHTS, STATE, OPTIMIZER))
+    return Loaded(ckpt, tensors, state, manifest)
 
 
 def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded) -> None:

@@ -9,7 +9,7 @@ the states its own mistakes lead to.
 
 The student is SAC's actor (its tanh of the mean) fitted in the policy's [-1, 1] action space, with
 observations standardized by running statistics, so the result is an ordinary
-:class:`robolearn.policy.network.Policy`. Rollouts run under the task's domain randomization on a batched
+:class:`robolearn.policy.network.PolicyNetwork`. Rollouts run under the task's domain randomization on a
 backend. The run folder has the checkpoint layout of ``robolearn train`` (weights, normalizer and
 the policy record ``load_policy`` reads), so ``robolearn eval`` and ``robolearn export`` take it.
 """
@@ -19,108 +19,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 import torch.nn.functional as F
-import tyro
 
+from robolearn.envs.autoreset import EpisodeStatistics
 from robolearn.envs.task_env import TaskEnv
 from robolearn.eval.evaluation import evaluate
-from robolearn.policy.network import Policy
+from robolearn.policy.meta import run_policy_record
+from robolearn.policy.network import Actor, PolicyNetwork
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.rl.checkpoint import save_checkpoint
+from robolearn.rl.config import DistillCmd, SACConfig
 from robolearn.rl.replay import ReplayBuffer
-from robolearn.rl.sac import SAC, Actor, SACConfig
-from robolearn.rl.train import TrainCfg, policy_meta
-from robolearn.sim.backend import BackendName
-from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import TaskCfg, TaskError
+from robolearn.rl.sac import SAC
+from robolearn.tasks.core import TaskCfg
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DistillCmd:
-    """Distill a task's scripted expert into a network policy with DAgger, under domain randomization.
-
-    Writes a run folder that ``robolearn eval`` and ``robolearn export`` accept; the last line
-    printed is one JSON object with the final success rates (nominal and randomized).
-    """
-
-    task: tyro.conf.Positional[Annotated[str, tyro.conf.arg(metavar="TASK")]]
-    """Task name (see ``robolearn tasks``); it needs a scripted expert."""
-    backend: BackendName = "mujoco_batch"
-    """Simulator of the rollouts and evaluations."""
-    num_envs: int = 16
-    """Parallel worlds rolled out."""
-    randomize: bool = True
-    """Roll out (and evaluate during training) under the task's domain randomization."""
-    iterations: int = 10
-    """DAgger rounds: roll out, label, aggregate, fit."""
-    steps_per_iteration: int = 8_000
-    """Environment steps (all worlds together) rolled out per round."""
-    beta_decay: float = 0.5
-    """The expert acts with probability ``beta_decay ** round`` (1 in the first round, as in Ross et al.)."""
-    updates_per_iteration: int = 1_500
-    """Gradient steps of the fit after each round (warm-started from the previous round's student)."""
-    batch_size: int = 256
-    """Labelled observations per gradient step."""
-    lr: float = 1e-3
-    """Adam learning rate of the fit."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of the student (SAC's actor network)."""
-    eval_episodes: int = 32
-    """Episodes of the student alone after every round (the learning curve)."""
-    final_eval_episodes: int = 100
-    """Episodes of each final evaluation, on the nominal and on the randomized task."""
-    stop_at_success: float | None = None
-    """Stop after a round whose evaluation reaches this success rate (e.g. 0.95); None runs every round."""
-    seed: int = 0
-    """Seed of everything random in the run."""
-    out: Path = Path("runs")
-    """Folder in which the run folder is made."""
-    name: str | None = None
-    """Run folder name (default: task, ``distill``, seed and time)."""
-    torch_threads: int = 1
-    """CPU threads for torch; 0 keeps torch's default (one avoids spinning against the simulator)."""
-
-    def check(self) -> TaskCfg:
-        """Refuse settings that cannot run, naming them; returns the task's definition."""
-        task = make_task_cfg(self.task)
-        if task.expert is None:
-            raise TaskError(f"task {self.task} has no scripted expert to distill")
-        positive = {
-            "--num-envs": self.num_envs,
-            "--iterations": self.iterations,
-            "--steps-per-iteration": self.steps_per_iteration,
-            "--updates-per-iteration": self.updates_per_iteration,
-            "--batch-size": self.batch_size,
-            "--eval-episodes": self.eval_episodes,
-            "--final-eval-episodes": self.final_eval_episodes,
-        }
-        bad = [f"{k} {v}" for k, v in positive.items() if v < 1]
-        if bad:
-            raise TaskError(f"{', '.join(bad)}: must be at least 1")
-        if self.steps_per_iteration < self.num_envs:
-            raise TaskError(
-                f"--steps-per-iteration {self.steps_per_iteration} is less than one step of "
-                f"{self.num_envs} worlds"
-            )
-        if not 0.0 <= self.beta_decay <= 1.0:
-            raise TaskError(f"--beta-decay must be in [0, 1], got {self.beta_decay}")
-        if self.lr <= 0 or not self.hidden or min(self.hidden) < 1 or self.torch_threads < 0:
-            raise TaskError("--lr must be positive, --hidden non-empty positive widths, --torch-threads >= 0")
-        if self.stop_at_success is not None and not 0.0 < self.stop_at_success <= 1.0:
-            raise TaskError(f"--stop-at-success must be in (0, 1] or None, got {self.stop_at_success}")
-        return task
 
 
 def _env(task: TaskCfg, backend: str, num_envs: int, seed: int, randomize: bool) -> TaskEnv:
@@ -129,9 +49,10 @@ def _env(task: TaskCfg, backend: str, num_envs: int, seed: int, randomize: bool)
     return TaskEnv(task, name, num_envs, seed=seed, randomize=randomize)
 
 
-def _student(actor: Actor, norm: RunningNorm, layout: ObsLayout, scaler: ActionScaler) -> Policy:
+def _student(actor: Actor, norm: RunningNorm, layout: ObsLayout, scaler: ActionScaler) -> PolicyNetwork:
     """The student as a deployable policy; its normalization is exactly what ``load_policy`` rebuilds."""
-    return Policy(layout, actor, norm.mean, norm.std, scaler.low, scaler.high, obs_clip=norm.clip).eval()
+    net = PolicyNetwork(layout, actor, norm.mean, norm.std, scaler.low, scaler.high, obs_clip=norm.clip)
+    return net.eval()
 
 
 def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -150,7 +71,9 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
     expert = task.expert(task)
     # The same policy record as a trained run's, so load_policy reads both alike; the student
     # flattens observations in its order.
-    meta = policy_meta(TrainCfg(task=cmd.task, sac=SACConfig(hidden=cmd.hidden)), env)
+    # The order a Dict space gives (sorted keys): the order the network reads its input in.
+    shapes = {k: (size,) for k, size in sorted(env.observation_sizes.items())}
+    meta = run_policy_record(cmd.task, shapes, task.action.low, task.action.high, cmd.hidden)
     obs_shapes = {k: tuple(v) for k, v in meta["obs_shapes"].items()}
     layout = ObsLayout(obs_shapes)
     scaler = ActionScaler(task.action.low, task.action.high)
@@ -167,6 +90,7 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
     env_steps = 0
     started = time.perf_counter()
     obs, _ = env.reset(seed=seeds[1])
+    stats = EpisodeStatistics(env.num_envs)
     for it in range(cmd.iterations):
         beta = cmd.beta_decay**it
         student = _student(agent.actor, norm, layout, scaler)
@@ -179,9 +103,9 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
                 action = np.where((rng.random(cmd.num_envs) < beta)[:, None], label, own)
             inputs.append(layout.flatten(obs))
             labels.append(scaler.to_unit(label))
-            obs, _, _, _, info = env.step(action)
-            if "final_info" in info:
-                rollout_successes += info["final_info"]["episode_success"][info["_final_info"]].tolist()
+            obs, reward, terminated, truncated, info = env.step(action)
+            ended = stats.step(reward, terminated, truncated, info)
+            rollout_successes += [] if ended.successes is None else ended.successes.tolist()
         env_steps += steps * cmd.num_envs
         x_all = np.concatenate(inputs)
         norm.update(x_all[-steps * cmd.num_envs :])
@@ -273,29 +197,3 @@ def _fit(
         optimizer.step()
         losses.append(loss.detach())
     return float(torch.stack(losses[-100:]).mean())
-
-
-def run_distill(cmd: DistillCmd) -> None:
-    """The ``distill`` subcommand: a progress bar on stderr, then the results (last line JSON)."""
-    from tqdm import tqdm
-
-    cmd.check()  # before the progress bar, so a bad request ends in its one-line message alone
-    with tqdm(total=cmd.iterations, desc=f"distill {cmd.task}", unit="round", file=sys.stderr) as bar:
-
-        def progress(result: dict[str, Any]) -> None:
-            bar.set_postfix(
-                success=f"{result['success_rate']:.2f}",
-                loss=f"{result['loss']:.1e}",
-                samples=str(result["samples"]),
-                refresh=False,
-            )
-            bar.update(1)
-
-        summary = distill(cmd, progress)
-    print(
-        f"{summary['task']}: success {summary['success_rate_nominal']:.1%} nominal, "
-        f"{summary['success_rate_randomized']:.1%} randomized, after {summary['env_steps']} env steps "
-        f"in {summary['train_minutes']:.1f} min ({summary['wall_minutes']:.1f} with the final evaluations)"
-    )
-    print(f"run: {summary['run_dir']}  (curve: {summary['learning_curve']})")
-    print(json.dumps({k: v for k, v in summary.items() if k != "evals"}))

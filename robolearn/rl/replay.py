@@ -15,11 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.errors import ConfigError, CorruptFileError
+
 Obs = dict[str, npt.NDArray[np.float32]]
-
-
-class CorruptFileError(ValueError):
-    """A checkpoint, buffer or dataset file that cannot be trusted; the message names it."""
 
 
 class Batch(NamedTuple):
@@ -48,7 +46,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
         if capacity < 1:
-            raise ValueError(f"replay capacity must be at least 1, got {capacity}")
+            raise ConfigError(f"--replay-capacity {capacity}: must be at least 1")
         self.capacity = capacity
         self.obs_shapes = dict(obs_shapes)
         self.action_dim = action_dim

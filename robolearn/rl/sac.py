@@ -12,64 +12,13 @@ The ensemble is one set of stacked weights: every layer of every critic is one b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
-
-
-@dataclass(frozen=True)
-class SACConfig:
-    """Learner hyperparameters; defaults follow SERL and RLPD."""
-
-    hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of actor and critics."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    actor_lr: float = 3e-4
-    """Actor learning rate."""
-    critic_lr: float = 3e-4
-    """Critic learning rate."""
-    temperature_lr: float = 3e-4
-    """Learning rate of the entropy temperature."""
-    gamma: float = 0.99
-    """Discount."""
-    tau: float = 0.005
-    """Polyak rate of the target critics."""
-    num_critics: int = 2
-    """Critic ensemble size N (RLPD uses 10)."""
-    critic_subsample: int | None = None
-    """Size M of the random subset whose minimum forms the target (REDQ); None takes all N."""
-    layer_norm: bool = True
-    """LayerNorm after every hidden layer of the critics (RLPD)."""
-    utd_ratio: int = 1
-    """Critic updates per transition collected (update-to-data ratio)."""
-    init_temperature: float = 1.0
-    """Initial entropy temperature."""
-    target_entropy: Literal["action_dim", "half_action_dim"] = "action_dim"
-    """Target entropy: -|A| (SAC), or -|A|/2 (RLPD's option)."""
-    backup_entropy: bool = True
-    """Include the entropy term in the critic's target (RLPD turns it off)."""
-    demo_fraction: float = 0.5
-    """Share of every batch drawn from the demonstration buffer (RLPD's symmetric sampling)."""
-
-    def check(self) -> None:
-        """Refuse inconsistent settings with a message naming them."""
-        if self.num_critics < 1:
-            raise ValueError(f"num_critics must be at least 1, got {self.num_critics}")
-        if self.critic_subsample is not None and not 1 <= self.critic_subsample <= self.num_critics:
-            raise ValueError(
-                f"critic_subsample must be between 1 and num_critics={self.num_critics}, "
-                f"got {self.critic_subsample}"
-            )
-        if self.utd_ratio < 1:
-            raise ValueError(f"utd_ratio must be at least 1, got {self.utd_ratio}")
-        if not 0.0 <= self.demo_fraction < 1.0:
-            raise ValueError(f"demo_fraction must be in [0, 1), got {self.demo_fraction}")
+from robolearn.policy.network import Actor
+from robolearn.rl.config import SACConfig
 
 
 class EnsembleLinear(nn.Module):
@@ -119,41 +68,6 @@ class CriticEnsemble(nn.Module):
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1).unsqueeze(0).expand(self.num, -1, -1)
         return self.net(x).squeeze(-1)
-
-
-class Actor(nn.Module):
-    """Tanh-squashed Gaussian policy over actions in [-1, 1]."""
-
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.ReLU()]
-            width = h
-        self.trunk = nn.Sequential(*layers)
-        self.mean = nn.Linear(width, action_dim)
-        self.log_std = nn.Linear(width, action_dim)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.trunk(obs)
-        # Squash log-std smoothly into its range rather than clipping (no dead gradients).
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(self.log_std(h)) + 1.0)
-        return self.mean(h), log_std
-
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterized action and its log-probability (with the tanh correction)."""
-        mean, log_std = self(obs)
-        std = log_std.exp()
-        u = mean + std * torch.randn_like(mean)
-        log_prob = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        # log |d tanh(u)/du| = 2 (log 2 - u - softplus(-2u)), the numerically stable form.
-        log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
-        return torch.tanh(u), log_prob
-
-    def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """The deterministic action (tanh of the mean), for evaluation and deployment."""
-        return torch.tanh(self(obs)[0])
 
 
 class SAC(nn.Module):

@@ -22,99 +22,27 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import torch
-import tyro
 
+from robolearn.data.episodes import EpisodeWriter
 from robolearn.envs.gym_adapter import GymVectorTask, gym_env_id
 from robolearn.envs.task_env import TaskEnv
+from robolearn.errors import CorruptFileError
 from robolearn.eval.evaluation import evaluate
-from robolearn.hil.interventions import EpisodeRecorder, Interventions
-from robolearn.policy.network import Policy, policy_from_weights
+from robolearn.hil.interventions import Interventions
+from robolearn.policy.loading import LATEST
+from robolearn.policy.meta import run_policy_record
+from robolearn.policy.network import policy_from_weights
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.rl.actor_learner import ActorRole, LearnerRole, LocalExchange, Weights
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
+from robolearn.rl.config import SACConfig, TrainCfg
 from robolearn.rl.demos import collect_scripted_demos
-from robolearn.rl.replay import CorruptFileError, ReplayBuffer
-from robolearn.rl.sac import SAC, SACConfig
-from robolearn.sim.backend import BackendName
-from robolearn.tasks import DEFAULT_TASK, make_task_cfg
+from robolearn.rl.replay import ReplayBuffer
+from robolearn.rl.sac import SAC
+from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainCfg:
-    """Train a policy with SAC and the RLPD recipe."""
-
-    task: tyro.conf.Positional[str] = DEFAULT_TASK
-    """Task name, or a Gymnasium id as ``gym:Pendulum-v1``."""
-    backend: BackendName = "mujoco_batch"
-    """Simulator for robolearn tasks."""
-    num_envs: int = 4
-    """Parallel worlds the actor steps."""
-    steps: int = 20_000
-    """Environment steps to train for (all worlds together)."""
-    seed: int = 0
-    """Seed of everything random in the run."""
-    out: Path = Path("runs")
-    """Folder in which the run folder is made."""
-    name: str | None = None
-    """Run folder name (default: task, seed and time)."""
-    resume: Path | None = None
-    """Continue the run in this folder from its latest checkpoint (other options come from the run)."""
-    scripted_demos: int = 0
-    """Successful episodes of the task's scripted expert put in the demonstration buffer."""
-    demos: tuple[Path, ...] = ()
-    """LeRobot-format datasets (e.g. from ``robolearn record``) put in the demonstration buffer."""
-    hil: bool = False
-    """Human in the loop: a person may take over world 0 at any step through ``--device``."""
-    device: Literal["keyboard", "gamepad", "spacemouse", "scripted"] = "keyboard"
-    """Teleoperation device for ``--hil``; ``scripted`` lets the task's expert play the human."""
-    intervene_every: int = 1
-    """Scripted human: take over in every k-th episode of a world."""
-    intervene_steps: tuple[int, int] = (0, 1_000_000)
-    """Scripted human: take over during these control steps [start, stop) of such an episode."""
-    intervene_probability: float = 1.0
-    """Scripted human: chance that such an episode is taken over."""
-    hil_display: Literal["auto", "window", "png"] = "auto"
-    """How a person watches world 0: a window (needs a display; the keyboard reads its keys there),
-    or PNG frames in the run folder's ``preview/``; auto: a window where there is a display."""
-    hil_worlds: Literal["first", "all"] = "first"
-    """Which worlds a human watches: world 0 (a person at one robot) or all (scripted stand-ins)."""
-    reward: str = "task"
-    """Reward source: ``task`` (the simulator's reward terms) or ``classifier:PATH`` (a success
-    classifier from ``robolearn reward train``; its success also ends the episode)."""
-    reward_threshold: float | None = None
-    """Success probability above which the classifier gives reward 1 (None: the one it was saved with)."""
-    random_steps: int = 1_000
-    """Environment steps of uniform random actions before the policy acts."""
-    learning_starts: int = 1_000
-    """Transitions to collect before the first update."""
-    replay_capacity: int = 200_000
-    """Transitions the online buffer holds."""
-    randomize: bool = False
-    """Train under the task's domain randomization."""
-    eval_every: int = 2_000
-    """Environment steps between evaluations."""
-    eval_episodes: int = 20
-    """Episodes per evaluation (deterministic policy, nominal task)."""
-    final_eval_episodes: int = 50
-    """Episodes of the final evaluation."""
-    stop_at_success: float | None = None
-    """Stop early once an evaluation's success rate reaches this (e.g. 0.9); None trains for all steps."""
-    checkpoint_every: int = 5_000
-    """Environment steps between checkpoints."""
-    video: bool = True
-    """Write an evaluation video of the final policy."""
-    torch_device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Where the learner runs: CUDA when present (auto), or as named."""
-    torch_threads: int = 1
-    """CPU threads for torch; 0 keeps torch's default. One avoids spinning against the simulator's
-    thread pool: measured on 2 busy cores, 2 threads gave 1.5 updates/s where 1 gave 33."""
-    threaded: bool = False
-    """Run the actor in its own thread (faster; not bit-for-bit repeatable)."""
-    sac: SACConfig = field(default_factory=SACConfig)
-    """Learner hyperparameters."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -170,30 +98,11 @@ def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
     return TrainCfg(**saved)
 
 
-def policy_meta(cfg: TrainCfg, env: Any) -> dict[str, Any]:
-    """What a loader needs to rebuild the policy without the learner."""
+def policy_record(cfg: TrainCfg, env: Any) -> dict[str, Any]:
+    """What :func:`robolearn.policy.loading.load_policy` needs to rebuild the policy without the learner."""
     act = env.single_action_space
-    return {
-        "task": cfg.task,
-        "obs_shapes": {k: list(s.shape) for k, s in env.single_observation_space.items()},
-        "action_low": act.low.tolist(),
-        "action_high": act.high.tolist(),
-        "hidden": list(cfg.sac.hidden),
-    }
-
-
-def load_policy(path: Path) -> tuple[Policy, dict[str, Any]]:
-    """The deterministic policy of a run folder's latest checkpoint (or of a checkpoint folder)."""
-    loaded = load_checkpoint(path)
-    meta = loaded.state["policy"]
-    layout = ObsLayout({k: tuple(v) for k, v in meta["obs_shapes"].items()})
-    weights: Weights = {k: v.numpy() for k, v in loaded.tensors.items() if k.startswith("actor.")}
-    mean, var = loaded.tensors["obs_norm.mean"].numpy(), loaded.tensors["obs_norm.var"].numpy()
-    weights["obs_mean"], weights["obs_std"] = mean.astype(np.float32), np.sqrt(var + 1e-6).astype(np.float32)
-    policy = policy_from_weights(
-        weights, layout, meta["action_low"], meta["action_high"], tuple(meta["hidden"])
-    )
-    return policy.eval(), meta
+    shapes = {k: s.shape for k, s in env.single_observation_space.items()}
+    return run_policy_record(cfg.task, shapes, act.low, act.high, cfg.sac.hidden)
 
 
 def train(
@@ -202,28 +111,21 @@ def train(
     """Run (or resume) training; returns the summary also written to ``summary.json``."""
     if cfg.resume is not None:
         cfg = _load_run_cfg(cfg.resume, cfg.steps if cfg.steps != TrainCfg.steps else None)
-    cfg.sac.check()
-    if cfg.num_envs < 1 or cfg.steps < 1 or cfg.torch_threads < 0:
-        raise TaskError("--num-envs and --steps must be at least 1, --torch-threads at least 0")
-    if cfg.stop_at_success is not None and not 0.0 < cfg.stop_at_success <= 1.0:
-        raise TaskError(f"--stop-at-success must be in (0, 1] or None, got {cfg.stop_at_success}")
-    if gym_env_id(cfg.task) is None:
-        make_task_cfg(cfg.task)  # an unknown task fails here, before anything is written
-    elif cfg.hil or cfg.reward != "task":
-        raise TaskError(f"--hil and --reward classifier need a robolearn task, not {cfg.task}")
-    if cfg.hil and cfg.hil_worlds == "all" and cfg.device != "scripted":
-        raise TaskError("--hil-worlds all needs --device scripted: one person watches one world")
+    cfg.check()  # ranges and consistency, before anything is allocated or written
     if cfg.hil and cfg.device == "keyboard" and _hil_display(cfg) != "window":
         raise TaskError(
             "--hil --device keyboard reads keys from the simulation window, which needs a display"
         )
     reward_fn = _reward_fn(cfg)
     if cfg.demos:
-        from robolearn.data.dataset import read_dataset
+        from robolearn.data.reader import read_dataset
 
         for root in cfg.demos:
             read_dataset(root)  # a missing or malformed dataset fails here, before anything is written
     run_dir = _run_dir(cfg)
+    resuming = cfg.resume is not None and (run_dir / "checkpoints" / LATEST).is_file()
+    if cfg.resume is not None and not resuming:
+        log.warning("%s has no complete checkpoint (killed writing its first?): starting over", run_dir)
     device = resolve_device(cfg.torch_device)
 
     if cfg.torch_threads > 0:
@@ -249,7 +151,7 @@ def train(
     exchange = LocalExchange()
     learner_seed = int(seeds[2])
 
-    if cfg.resume is not None:
+    if resuming:
         loaded = load_checkpoint(run_dir)
         restore_agent(agent, obs_norm, loaded)
         online = loaded.replay("online") or online
@@ -259,7 +161,9 @@ def train(
         agent.updates = state.updates
         log.info("resumed %s at %d env steps", loaded.path, state.env_steps)
     else:
-        run_dir.mkdir(parents=True, exist_ok=False)
+        # A run killed before its first checkpoint was complete is resumed from the beginning: it
+        # holds its config and nothing else of value.
+        run_dir.mkdir(parents=True, exist_ok=cfg.resume is not None)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1))
         demos = _demo_buffer(cfg, scaler, obs_shapes, int(seeds[3]))
         if demos is not None:
@@ -271,7 +175,7 @@ def train(
 
     learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
     learner.env_steps = state.env_steps
-    if cfg.resume is not None:
+    if resuming:
         set_rng_state(learner.rng, loaded.state["learner_rng"])
 
     def make_actor_policy(weights: Weights) -> Callable[[Any, bool], Any]:
@@ -329,7 +233,8 @@ def train(
                 result = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.eval_episodes)
                 result |= {"env_steps": state.env_steps, "minutes": (time.perf_counter() - started) / 60}
                 state.evals.append(result)
-                writer.add_scalar("eval/success_rate", result["success_rate"], state.env_steps)
+                if result["success_defined"]:
+                    writer.add_scalar("eval/success_rate", result["success_rate"], state.env_steps)
                 writer.add_scalar("eval/return", result["return_mean"], state.env_steps)
                 recent = learner.episodes
                 if recent.returns:
@@ -342,7 +247,7 @@ def train(
                 state.wall_seconds = time.perf_counter() - started
                 _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
             if progress is not None:
-                progress(state, _live(learner, state, started))
+                progress(state, _live(learner, state, started, actor.stats.reports_success))
     finally:
         stop.set()
         if thread is not None:
@@ -364,15 +269,19 @@ def _succeeded(cfg: TrainCfg, state: RunState) -> bool:
     return target is not None and bool(state.evals) and state.evals[-1]["success_rate"] >= target
 
 
-def _live(learner: LearnerRole, state: RunState, started: float) -> dict[str, float]:
+def _live(learner: LearnerRole, state: RunState, started: float, reports_success: bool) -> dict[str, float]:
+    """Rates and recent episodes' outcomes; ``success`` only where the task reports success (a
+    Gymnasium env may not: then there is no rate to show, not a rate of 0)."""
     ep = learner.episodes
     elapsed = max(time.perf_counter() - started, 1e-9)
-    return {
+    live = {
         "steps_per_s": state.env_steps / elapsed,
         "updates_per_s": state.updates / elapsed,
-        "success": float(np.mean(ep.successes[-20:])) if ep.successes else float("nan"),
         "return": float(np.mean(ep.returns[-20:])) if ep.returns else float("nan"),
     }
+    if reports_success or ep.successes:
+        live["success"] = float(np.mean(ep.successes[-20:])) if ep.successes else float("nan")
+    return live
 
 
 def _demo_buffer(
@@ -395,7 +304,7 @@ def _demo_buffer(
         buffer.add(scripted.take(np.arange(len(scripted))))
         log.info("scripted demonstrations: %d successful of %d episodes", cfg.scripted_demos, attempts)
     if cfg.demos:
-        from robolearn.data.dataset import load_demo_buffer
+        from robolearn.rl.demos import load_demo_buffer
 
         for root in cfg.demos:
             recorded = load_demo_buffer(root, scaler, obs_shapes, cfg.replay_capacity)
@@ -408,9 +317,7 @@ def _reward_fn(cfg: TrainCfg) -> Callable[[Any], Any] | None:
     """The learned reward for ``--reward classifier:PATH`` (None for the task's own reward)."""
     if cfg.reward == "task":
         return None
-    kind, _, path = cfg.reward.partition(":")
-    if kind != "classifier" or not path:
-        raise TaskError(f"--reward must be 'task' or 'classifier:PATH', got {cfg.reward!r}")
+    path = cfg.reward.partition(":")[2]  # TrainCfg.check() refused any other form
     from robolearn.hil.reward_classifier import load_reward_classifier
 
     classifier = load_reward_classifier(Path(path), threshold=cfg.reward_threshold)
@@ -424,11 +331,11 @@ def _reward_fn(cfg: TrainCfg) -> Callable[[Any], Any] | None:
 
 def _human_in_the_loop(
     cfg: TrainCfg, env: Any, run_dir: Path, seed: int
-) -> tuple[Interventions | None, EpisodeRecorder | None]:
+) -> tuple[Interventions | None, EpisodeWriter | None]:
     """The devices watching the worlds, and the dataset every training episode is written to."""
     if not cfg.hil:
         return None, None
-    from robolearn.data.dataset import DatasetWriter
+    from robolearn.data.writer import DatasetWriter
     from robolearn.teleop import HAND_DEVICES, make_device
 
     task = make_task_cfg(cfg.task)
@@ -456,7 +363,7 @@ def _human_in_the_loop(
     )
     view, period = _human_view(cfg, env, run_dir) if cfg.device in HAND_DEVICES else (None, 0.0)
     interventions = Interventions(devices, view=view, period=period)
-    return interventions, EpisodeRecorder(writer, task.description, env.num_envs)
+    return interventions, EpisodeWriter(writer, task.description, env.num_envs)
 
 
 def _hil_display(cfg: TrainCfg) -> Literal["window", "png"]:
@@ -511,7 +418,7 @@ def _checkpoint(
         state={
             "run": dataclasses.asdict(state),
             "learner_rng": rng_state(learner.rng),
-            "policy": policy_meta(cfg, env),
+            "policy": policy_record(cfg, env),
         },
     )
 
@@ -533,8 +440,9 @@ def _finish(
         "env_steps": state.env_steps,
         "updates": state.updates,
         "wall_minutes": state.wall_seconds / 60,
-        "success_rate": final["success_rate"],
-        "success_rate_ci95": final["success_rate_ci95"],
+        # None where the task has no notion of success (a Gymnasium env without is_success).
+        "success_rate": final["success_rate"] if final["success_defined"] else None,
+        "success_rate_ci95": final["success_rate_ci95"] if final["success_defined"] else None,
         "return_mean": final["return_mean"],
         "evals": state.evals,
         "checkpoint": str(run_dir / "checkpoints"),

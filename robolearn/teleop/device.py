@@ -23,6 +23,7 @@ from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
 
+from robolearn.errors import RobolearnError
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks.core import TaskCfg
 
@@ -30,7 +31,7 @@ ObsDict = Mapping[str, np.ndarray]
 """One world's observation: term name to its (k,) array, no batch axis."""
 
 
-class DeviceError(ValueError):
+class DeviceError(RobolearnError):
     """A device that is missing, unplugged, unreadable or misconfigured; the message names it."""
 
 

@@ -12,7 +12,7 @@ at ``scale = 1`` reaches the task's bound, and no input is the neutral action):
   closed, its upper when open.
 - **drone**, ``drone_mode="velocity"`` (default): x, y, z are a world-frame velocity setpoint
   (full deflection ``scale`` x 1 m/s); the hover task's cascaded controller
-  (:class:`~robolearn.tasks.quadrotor_hover.CascadedCtbrExpert`, a PD velocity loop and a
+  (:class:`~robolearn.tasks.robots.crazyflie.CascadedCtbrExpert`, a PD velocity loop and a
   geometric attitude loop) turns it into collective thrust and body rates, and yaw adds a yaw
   rate. No input hovers in place.
 - **drone**, ``drone_mode="rates"`` (acro): z is thrust around hover, y rolls (left stick left:
@@ -35,6 +35,7 @@ import numpy as np
 
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks.core import TaskCfg
+from robolearn.tasks.robots.crazyflie import CascadedCtbrExpert
 from robolearn.teleop.device import Device, DeviceError, ObsDict, TeleopCommand, TeleopEvent
 
 DroneMode = Literal["velocity", "rates"]
@@ -93,9 +94,6 @@ class ActionMapper:
                     f"{device}: drone_mode 'velocity' needs observations {sorted(missing)}, which task "
                     f"{cfg.name} lacks; use drone_mode 'rates'"
                 )
-            # Imported here: only drone tasks need the controller.
-            from robolearn.tasks.quadrotor_hover import CascadedCtbrExpert
-
             self._velocity_ctrl = CascadedCtbrExpert(
                 cfg, error_key="velocity_error", max_speed=DRONE_MAX_SPEED * scale
             )

@@ -33,7 +33,8 @@ class PlaybackDevice(Device):
         self._step = 0
 
     def connect(self) -> None:
-        from robolearn.data.dataset import ACTION, INTERVENTION, SUCCESS, DatasetError, read_dataset
+        from robolearn.data.format import ACTION, INTERVENTION, SUCCESS, DatasetError
+        from robolearn.data.reader import read_dataset
 
         try:
             ds = read_dataset(self.root)

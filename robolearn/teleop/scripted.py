@@ -89,7 +89,7 @@ class ScriptedDevice(Device):
         run = Path(self.policy_name)
         if not run.exists():
             raise DeviceError(f"scripted: policy must be 'scripted' or a run folder; {run} does not exist")
-        from robolearn.rl.train import load_policy
+        from robolearn.policy.loading import load_policy
 
         policy, meta = load_policy(run)
         if meta.get("task") != cfg.name:

@@ -1,12 +1,15 @@
 """Franka Emika Panda, from the URDF that pybullet's data package ships (Franka's own kinematics,
 joint limits and effort limits; link inertias as the file gives them).
 
-The end effector is driven by a Cartesian impedance controller at the physics rate with gravity
-compensated, as in SERL's franka_sim, so an action is a displacement of the tool centre point.
+The end effector is driven by the generic arm's Cartesian impedance controller
+(:mod:`robolearn.tasks.robots.arm`) at the physics rate with gravity compensated, as in SERL's
+franka_sim, so an action is a displacement of the tool centre point. What is the Panda's own: its
+poses, gains tuned to it, the Franka Hand's grip force, its workspace and its published kinematics.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,9 @@ import pybullet_data
 
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.scene import CartesianImpedanceCfg, FrameCfg, JointPositionCfg, RobotCfg, UrdfAsset
-from robolearn.tasks.core import ActionCfg, TaskEnvView
+from robolearn.tasks.core import ActionCfg
+from robolearn.tasks.robots import arm
+from robolearn.tasks.robots.arm import TOOL_DOWN
 
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("panda_finger_joint1", "panda_finger_joint2")
@@ -22,7 +27,6 @@ FINGER_JOINTS = ("panda_finger_joint1", "panda_finger_joint2")
 HOME = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)
 # Tool pointing down 0.28 m above the table, 0.46 m in front: where pick tasks start, as in SERL.
 HOME_LOW = (0.0, -0.19, 0.0, -2.42, 0.0, 2.23, 0.785)
-TOOL_DOWN = (0.0, 1.0, 0.0, 0.0)
 MAX_OPENING = 0.08
 """Distance between the fingers fully open (m)."""
 
@@ -49,55 +53,45 @@ def panda_robot(home: tuple[float, ...] = HOME) -> RobotCfg:
         ),
         gravity_compensation=True,
         collision_friction=(1.5, 0.005, 0.0001),
+        arm_joints=ARM_JOINTS,
+        gripper_joints=FINGER_JOINTS,
     )
-
-
-def ee_delta_to_controls(env: TaskEnvView, action: FloatArray, max_lead: float = 0.06) -> FloatArray:
-    """Tool displacement (m) and gripper opening (m) to impedance target and finger targets.
-
-    As in SERL's franka_sim, the displacement moves the commanded target (not the measured pose),
-    so a constant action is a constant velocity. The target stays within ``max_lead`` of the
-    measured tool, so pushing against the table cannot wind up force, and inside the workspace.
-    Orientation is held pointing down.
-    """
-    ee = env.sim.frame_pos("ee")
-    target = np.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
-    target = np.clip(np.clip(target, ee - max_lead, ee + max_lead), WORKSPACE_LOW, WORKSPACE_HIGH)
-    env.state["ee_target"] = target
-    fingers = np.repeat(action[:, 3:4] / 2.0, 2, axis=1)
-    return np.concatenate([target, np.zeros((env.num_envs, 3)), fingers], axis=1)
-
-
-def ee_target_offset(env: TaskEnvView) -> FloatArray:
-    """Where the impedance target is relative to the tool (m): the commanded pose, which the robot knows.
-
-    Without it the spring's stretch, and so the coming motion, would be hidden from a policy.
-    """
-    offset = env.state["ee_target"] - env.sim.frame_pos("ee")
-    return np.where((env.step_count == 0)[:, None], 0.0, offset)
 
 
 def ee_delta_action(max_step: float = 0.02) -> ActionCfg:
-    """End-effector displacement per control step (m) plus gripper opening (m).
+    """End-effector displacement per control step (m) plus gripper opening (m), inside the Panda's
+    workspace (the generic arm action, :func:`~robolearn.tasks.robots.arm.ee_delta_action`).
 
     Tasks using it declare ``state={"ee_target": (3,)}``.
     """
-    return ActionCfg(
-        names=("ee_dx", "ee_dy", "ee_dz", "gripper_opening"),
-        units=("m", "m", "m", "m"),
-        low=(-max_step, -max_step, -max_step, 0.0),
-        high=(max_step, max_step, max_step, MAX_OPENING),
-        neutral=(0.0, 0.0, 0.0, MAX_OPENING),
-        to_controls=ee_delta_to_controls,
-    )
+    return arm.ee_delta_action(WORKSPACE_LOW, WORKSPACE_HIGH, max_step, gripper_opening=MAX_OPENING)
 
 
-def servo_step(
-    offset: FloatArray, ee_vel: FloatArray, max_step: float, gain: float = 0.5, lag: float = 0.09
-) -> FloatArray:
-    """Displacement action that brings the tool to ``offset`` from where it is, without overshoot.
+# -- kinematics ------------------------------------------------------------------------------------
+# Joint origins of panda.urdf (Franka's published kinematics): translation from the parent
+# joint (m) and roll about the parent's x axis (rad); every joint turns about its own z axis.
+JOINT_ORIGINS = (
+    ((0.0, 0.0, 0.333), 0.0),
+    ((0.0, 0.0, 0.0), -math.pi / 2),
+    ((0.0, -0.316, 0.0), math.pi / 2),
+    ((0.0825, 0.0, 0.0), math.pi / 2),
+    ((-0.0825, 0.384, 0.0), -math.pi / 2),
+    ((0.0, 0.0, 0.0), math.pi / 2),
+    ((0.088, 0.0, 0.0), math.pi / 2),
+)
+TOOL_OFFSET = 0.107 + 0.105
+"""Flange, then the grasp target between the fingertips, along link 7's z axis (m)."""
 
-    The action moves the impedance target, which leads the tool by about ``lag`` (kd / kp, s)
-    times its velocity; subtracting that lead is what damps the scripted experts.
-    """
-    return np.clip(gain * offset - lag * ee_vel, -max_step, max_step)
+
+def tool_position(joint_pos: FloatArray) -> FloatArray:
+    """(3,) tool centre point position (m, base frame) of seven Panda joint positions (rad)."""
+    rot, pos = np.eye(3), np.zeros(3)
+    for (offset, roll), angle in zip(JOINT_ORIGINS, joint_pos, strict=True):
+        pos = pos + rot @ np.asarray(offset)
+        cr, sr, ca, sa = math.cos(roll), math.sin(roll), math.cos(angle), math.sin(angle)
+        rot = (
+            rot
+            @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+            @ np.array([[ca, -sa, 0], [sa, ca, 0], [0, 0, 1]])
+        )
+    return pos + rot[:, 2] * TOOL_OFFSET

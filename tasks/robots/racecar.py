@@ -22,6 +22,8 @@ import pybullet_data
 
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.scene import JointPositionCfg, JointVelocityCfg, RobotCfg, UrdfAsset
+from robolearn.sim.transforms import quat_rotate_inverse
+from robolearn.tasks import terms
 from robolearn.tasks.core import ActionCfg, TaskEnvView
 
 WHEEL_JOINTS = (
@@ -141,3 +143,19 @@ def speed_steer_action() -> ActionCfg:
         neutral=(0.0, 0.0),
         to_controls=speed_steer_to_controls,
     )
+
+
+# -- state: what the car's odometry and steering report, from a simulated world or a real robot's view --
+def body_velocity(env: TaskEnvView) -> FloatArray:
+    """Forward and leftward velocity of the rear axle centre in the car's frame (m/s)."""
+    return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), env.sim.frame_linvel(ROBOT_NAME))[:, :2]
+
+
+def yaw_rate(env: TaskEnvView) -> FloatArray:
+    """Turn rate about the car's up axis (rad/s, positive to the left)."""
+    return terms.frame_angvel_body(env, ROBOT_NAME)[:, 2:]
+
+
+def steering_angle(env: TaskEnvView) -> FloatArray:
+    """Bicycle steering angle the front hinges currently steer (rad, positive to the left)."""
+    return steering_from_hinges(env.sim.joint_pos(STEERING_JOINTS))[:, None]

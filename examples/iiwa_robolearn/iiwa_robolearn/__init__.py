@@ -1,0 +1,1 @@
+"""KUKA LBR iiwa for robolearn: the robot (:mod:`.robot`) and a reach task (:mod:`.reach`)."""

@@ -1,0 +1,190 @@
+"""Options of the benchmarks: typed configs whose field docstrings are the CLI's help.
+
+This module imports neither torch nor the simulators, so ``robolearn --help`` stays fast (issue 9).
+Every numeric option has a stated valid range, checked in its config's ``check()`` (issue 15).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from robolearn.errors import ConfigError
+from robolearn.options import check_output_dir, check_range, check_seed, check_threads, check_widths
+from robolearn.policy.runtime import Runtime
+from robolearn.rl.config import MAX_WORLDS
+
+SimPart = Literal["ant", "panda", "single"]
+SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single")
+LearnPart = Literal["throughput", "pick_cube"]
+LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube")
+
+
+def _check_parts(parts: tuple[str, ...], known: tuple[str, ...]) -> None:
+    unknown = sorted(set(parts) - set(known))
+    if unknown or not parts:
+        raise ConfigError(
+            f"--parts {' '.join(parts)}: unknown benchmark parts {unknown}; choose from {', '.join(known)}"
+        )
+
+
+@dataclass(frozen=True)
+class SimBenchCfg:
+    """Simulation throughput: robolearn's batched MuJoCo against Gymnasium, EnvPool and raw MuJoCo."""
+
+    num_envs: int = 64
+    """Worlds (environments) of every batched contender: the ant and panda parts."""
+    seconds: float = 2.0
+    """Wall-clock length of one timed run of one contender (s)."""
+    rounds: int = 3
+    """Timed runs of each contender, alternating with the other contenders of its part; the best counts."""
+    parts: tuple[SimPart, ...] = SIM_PARTS
+    """Parts to run: ant (vs Gymnasium, EnvPool, raw MuJoCo), panda (vs raw MuJoCo), single (one world of
+    every task on mujoco and pybullet)."""
+    nthread: int = 0
+    """Threads of mujoco.batch, robolearn's and the raw one's (0: one per CPU); EnvPool gets as many."""
+    seed: int = 0
+    """Seed of the actions and of the environments' reset distributions."""
+
+    def check(self) -> None:
+        """Refuse options outside their ranges, naming the option, the value and the range."""
+        check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
+        check_range("--seconds", self.seconds, 0, 3_600, low_open=True)
+        check_range("--rounds", self.rounds, 1)
+        check_threads("--nthread", self.nthread)
+        check_seed("--seed", self.seed)
+        _check_parts(self.parts, SIM_PARTS)
+
+
+@dataclass(frozen=True)
+class LearnBenchCfg:
+    """Learning speed: SAC learner updates/s against Stable-Baselines3, and steps to 90% on pick-cube."""
+
+    parts: tuple[LearnPart, ...] = LEARN_PARTS
+    """Parts to run: throughput (learner updates/s against Stable-Baselines3), pick_cube (env steps and
+    minutes to 90% success)."""
+    seeds: int = 3
+    """Training runs of the pick_cube part, seeds ``seed``, ``seed + 1``, ..."""
+    steps: int = 20_000
+    """Environment step budget of each pick_cube run."""
+    eval_every: int = 1_000
+    """Environment steps between the evaluations of a pick_cube run."""
+    eval_episodes: int = 50
+    """Episodes per evaluation of a pick_cube run."""
+    num_envs: int = 4
+    """Worlds the pick_cube actor steps (train's default). The learner still makes one update per
+    transition, so this only lets the acting policy lag by up to ``num_envs`` transitions."""
+    utd_ratio: int = 1
+    """Critic updates per transition in the pick_cube runs: SAC's default. 20k steps then take about 5
+    minutes on 2 cores; a pilot at 4 took four times as long and learned no faster."""
+    critics: tuple[int, ...] = (2, 10)
+    """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
+    updates: int = 200
+    """Gradient updates per timed round of a throughput contender."""
+    rounds: int = 5
+    """Timed rounds of each throughput contender, alternating with the others; the median counts."""
+    warmup_updates: int = 30
+    """Untimed updates of each throughput contender before the rounds."""
+    torch_threads: int = 1
+    """Torch threads for every contender and the training runs (0: torch's default). One thread is the
+    robust choice on a shared 2-core machine, where the actor's simulation needs the other core."""
+    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    """Where the learners run: CPU (the 2-core goal), CUDA, or CUDA when present (auto)."""
+    seed: int = 0
+    """First seed: of the pick_cube runs, the random transitions and the networks."""
+    out: Path | None = None
+    """Keep the pick_cube run folders here (default: a temporary folder, removed afterwards)."""
+
+    def check(self) -> None:
+        """Refuse options outside their ranges, naming the option, the value and the range."""
+        _check_parts(self.parts, LEARN_PARTS)
+        for name in ("seeds", "steps", "eval_every", "eval_episodes", "utd_ratio", "updates", "rounds"):
+            check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)
+        check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
+        check_range("--warmup-updates", self.warmup_updates, 0)
+        check_threads("--torch-threads", self.torch_threads)
+        if not self.critics:
+            raise ConfigError("--critics: critics must be ensemble sizes of at least 1, got none")
+        for n in self.critics:
+            check_range("--critics", n, 1)
+        check_seed("--seed", self.seed)
+        if self.out is not None:
+            check_output_dir("--out", self.out)
+
+
+@dataclass(frozen=True)
+class DeployBenchCfg:
+    """Observation-to-command latency and control-period jitter of policy_node over ROS 2."""
+
+    policies: tuple[Path, ...] = ()
+    """Exported policy folders to run (one per task of the runs); tasks without one get an MLP made
+    here: a short DAgger distillation of the scripted expert, exported."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the MLPs made here."""
+    runtime: Runtime = "auto"
+    """What runs the network in policy_node (see ``robolearn.policy.runtime.RUNTIMES``); the MLPs made
+    here are exported with ONNX as well where the onnx package is installed."""
+    latency_samples: int = 1000
+    """Samples timed in the latency run (after 50 of warm-up)."""
+    jitter_seconds: float = 10.0
+    """Length of each jitter run (s)."""
+    priority: int = 50
+    """SCHED_FIFO priority of policy_node and of this process's robot stand-in, as a real-time
+    deployment runs them (0: the normal scheduler, where other jobs on the machine delay both)."""
+    pin: bool = True
+    """Run policy_node on the last CPU and this process on the others (on a machine with at least
+    two), as a deployment gives its control process a core of its own."""
+    work_dir: Path | None = None
+    """Where made policies and node logs go (default: a temporary folder); policies made there by an
+    earlier run are used again."""
+
+    def check(self) -> None:
+        """Refuse options outside their ranges, naming the option, the value and the range."""
+        check_widths("--hidden", self.hidden)
+        check_range("--latency-samples", self.latency_samples, 1)
+        check_range("--jitter-seconds", self.jitter_seconds, 0, 3_600, low_open=True)
+        check_range("--priority", self.priority, 0, 99)  # SCHED_FIFO priorities run 1 to 99
+        if self.work_dir is not None:
+            check_output_dir("--work-dir", self.work_dir)
+
+
+@dataclass(frozen=True)
+class TransferBenchCfg:
+    """MuJoCo-trained policies deployed over ROS 2 to PyBullet robots with latency and sensor noise."""
+
+    arm_policy: str | None = None
+    """panda_reach policy: a run folder (train or distill), an exported policy folder, or
+    ``scripted:panda_reach``; None distills one here (DAgger under domain randomization)."""
+    drone_policy: str | None = None
+    """quadrotor_hover policy, as ``arm_policy``."""
+    car_policy: str | None = None
+    """car_checkpoints policy, as ``arm_policy``."""
+    episodes: int = 20
+    """Episodes over ROS 2 on PyBullet, per embodiment (in real time: 5 to 10 s each for drone and car)."""
+    mujoco_episodes: int = 100
+    """Episodes of the MuJoCo evaluation, per embodiment."""
+    obs_latency_ms: float = 20.0
+    """Delay of the robot's observations (ms)."""
+    obs_noise: float = 1.0
+    """Sensor noise as a multiple of the task's observation noise levels."""
+    distill_iterations: int = 10
+    """DAgger rounds for a policy distilled here."""
+    priority: int = 0
+    """SCHED_FIFO priority of the policy node (0: the normal scheduler)."""
+    seed: int = 0
+    """Seed of the distillation, the evaluation and the robot's resets."""
+    work_dir: Path | None = None
+    """Where distilled and exported policies and node logs go (default: a temporary folder)."""
+
+    def check(self) -> None:
+        """Refuse options outside their ranges, naming the option, the value and the range."""
+        check_range("--episodes", self.episodes, 1)
+        check_range("--mujoco-episodes", self.mujoco_episodes, 1)
+        check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
+        check_range("--obs-noise", self.obs_noise, 0, 100)
+        check_range("--distill-iterations", self.distill_iterations, 1)
+        check_range("--priority", self.priority, 0, 99)
+        check_seed("--seed", self.seed)
+        if self.work_dir is not None:
+            check_output_dir("--work-dir", self.work_dir)

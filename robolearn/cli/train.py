@@ -1,0 +1,53 @@
+"""``robolearn train``: SAC with the RLPD recipe, a progress bar, then the run's summary."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from robolearn.rl.config import TrainCfg
+
+if TYPE_CHECKING:
+    from robolearn.rl.train import RunState
+
+__all__ = ["TrainCfg", "run_train"]
+
+
+def run_train(cmd: TrainCfg) -> None:
+    """Train with a live progress bar on stderr; print the summary (last line JSON)."""
+    from tqdm import tqdm
+
+    from robolearn.rl.train import train  # torch: only when training
+
+    bar = tqdm(total=cmd.steps, desc=f"train {cmd.task}", unit="step", file=sys.stderr, dynamic_ncols=True)
+    last = [0.0]
+
+    def progress(state: RunState, live: dict[str, float]) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.5 and state.env_steps < bar.total:
+            return
+        last[0] = now
+        bar.update(state.env_steps - bar.n)
+        bar.set_postfix(
+            steps_s=f"{live['steps_per_s']:.0f}",
+            upd_s=f"{live['updates_per_s']:.0f}",
+            success=f"{live['success']:.2f}",
+            ret=f"{live['return']:.1f}",
+            refresh=False,
+        )
+
+    try:
+        summary = train(cmd, progress)
+    finally:
+        bar.close()
+    print(
+        f"{summary['task']}: success {summary['success_rate']:.1%} after {summary['env_steps']} env steps "
+        f"in {summary['wall_minutes']:.1f} min"
+    )
+    print(
+        f"run: {summary['run_dir']}  (policy: {summary['checkpoint']}, curve: {summary['learning_curve']}"
+        + (f", video: {summary['video']})" if "video" in summary else ")")
+    )
+    print(json.dumps({k: v for k, v in summary.items() if k != "evals"}))

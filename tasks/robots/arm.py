@@ -1,0 +1,211 @@
+"""Any serial arm from its robot description file: the simulated robot and its action terms.
+
+:func:`arm_robot` builds the :class:`~robolearn.sim.scene.RobotCfg` of an arm read with
+:func:`~robolearn.sim.robot_description.read_arm`: the file's joints, a tool frame ``ee`` on its
+end-effector link and one of two generic n-joint controllers:
+
+- ``cartesian``: a Cartesian impedance controller on the tool at the physics rate with gravity
+  compensated (as in SERL's franka_sim), driven by :func:`ee_delta_action`, a displacement of the
+  tool per control step. The arm tasks' action, and what the ROS 2 side and the safety layer know.
+- ``joint``: a PD servo per joint, driven by :func:`joint_delta_action`, a displacement of each
+  joint target per control step, kept inside the file's limits.
+
+The gripper, when the file has one, is a position servo per gripper joint, each driven to an equal
+share of the commanded opening (two fingers: half each). A robot module such as
+:mod:`robolearn.tasks.robots.panda` keeps only what really differs: its pose, gains and workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from robolearn.sim.backend import FloatArray
+from robolearn.sim.robot_description import ArmDescription
+from robolearn.sim.scene import (
+    ActuatorCfg,
+    CartesianImpedanceCfg,
+    FrameCfg,
+    JointPositionCfg,
+    RobotCfg,
+)
+from robolearn.tasks.core import ActionCfg, TaskEnvView, TaskError
+
+TOOL_DOWN = (0.0, 1.0, 0.0, 0.0)
+"""Tool z axis pointing down (w, x, y, z): half a turn about x."""
+
+Controller = Literal["cartesian", "joint"]
+
+
+def arm_robot(
+    desc: ArmDescription,
+    name: str,
+    home: Sequence[float],
+    *,
+    controller: Controller = "cartesian",
+    tool_quat: tuple[float, float, float, float] = TOOL_DOWN,
+    tool_offset: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    kp_pos: float = 2000.0,
+    kd_pos: float = 180.0,
+    joint_kp: float = 400.0,
+    joint_kd: float = 40.0,
+    joint_damping: float = 1.0,
+    gripper_kp: float = 400.0,
+    gripper_kd: float = 20.0,
+    gripper_open: float | None = None,
+) -> RobotCfg:
+    """The arm on the world origin in pose ``home`` (one value per arm joint), gripper open.
+
+    ``tool_quat`` is the orientation the Cartesian controller holds; ``tool_offset`` puts the tool
+    centre point off the end-effector link's origin (in its frame). The defaults suit a 1 m arm of
+    about 20 kg (Panda, iiwa): stiff enough to track 1 m/s, critically damped for ~4 kg at the tool.
+    """
+    if len(home) != len(desc.joints):
+        raise TaskError(f"robot {name}: home has {len(home)} values for {len(desc.joints)} joints")
+    for joint, q in zip(desc.joints, home, strict=True):
+        if not joint.low <= q <= joint.high:
+            raise TaskError(
+                f"robot {name}: home {q} of joint {joint.name} is outside its limits "
+                f"[{joint.low}, {joint.high}]"
+            )
+    actuators: list[ActuatorCfg] = []
+    if controller == "cartesian":
+        actuators.append(CartesianImpedanceCfg("ee", tool_quat, kp_pos=kp_pos, kd_pos=kd_pos))
+    else:
+        effort = min((j.max_effort for j in desc.joints if j.max_effort), default=100.0)
+        actuators.append(JointPositionCfg(desc.joint_names, kp=joint_kp, kd=joint_kd, max_effort=effort))
+    open_pos = {}
+    if desc.gripper:
+        effort = min((j.max_effort for j in desc.gripper if j.max_effort), default=20.0)
+        actuators.append(JointPositionCfg(desc.gripper_names, gripper_kp, gripper_kd, max_effort=effort))
+        open_pos = {j.name: j.high if gripper_open is None else gripper_open for j in desc.gripper}
+    return RobotCfg(
+        name=name,
+        asset=desc.asset,
+        fixed_base=True,
+        init_joint_pos=dict(zip(desc.joint_names, home, strict=True)) | open_pos,
+        joint_damping=dict.fromkeys(desc.joint_names, joint_damping),
+        frames=(FrameCfg("ee", desc.ee_link, pos=tool_offset),),
+        actuators=tuple(actuators),
+        gravity_compensation=True,
+        arm_joints=desc.joint_names,
+        gripper_joints=desc.gripper_names,
+    )
+
+
+def max_opening(desc: ArmDescription) -> float | None:
+    """The gripper's full opening (the sum of its joints' upper limits, m), None without a gripper."""
+    return sum(j.high for j in desc.gripper) if desc.gripper else None
+
+
+# -- Cartesian: tool displacement ------------------------------------------------------------------
+def ee_delta_to_controls(
+    env: TaskEnvView,
+    action: FloatArray,
+    workspace_low: tuple[float, float, float],
+    workspace_high: tuple[float, float, float],
+    max_lead: float = 0.06,
+) -> FloatArray:
+    """Tool displacement (m) and, with a gripper, its opening (m) to impedance and finger targets.
+
+    As in SERL's franka_sim, the displacement moves the commanded target (not the measured pose),
+    so a constant action is a constant velocity. The target stays within ``max_lead`` of the
+    measured tool, so pushing against the table cannot wind up force, and inside the workspace.
+    Orientation is held at the controller's ``target_quat``.
+    """
+    ee = env.sim.frame_pos("ee")
+    target = np.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
+    target = np.clip(np.clip(target, ee - max_lead, ee + max_lead), workspace_low, workspace_high)
+    env.state["ee_target"] = target
+    parts = [target, np.zeros((env.num_envs, 3))]
+    fingers = len(env.cfg.scene.robot.gripper_joints)
+    if fingers:
+        parts.append(np.repeat(action[:, 3:4] / fingers, fingers, axis=1))
+    return np.concatenate(parts, axis=1)
+
+
+def ee_delta_action(
+    workspace_low: tuple[float, float, float],
+    workspace_high: tuple[float, float, float],
+    max_step: float = 0.02,
+    gripper_opening: float | None = None,
+    max_lead: float = 0.06,
+) -> ActionCfg:
+    """End-effector displacement per control step (m), plus the gripper opening (m) for an arm with
+    a gripper of full opening ``gripper_opening``. Tasks using it declare ``state={"ee_target": (3,)}``."""
+    names, units = ["ee_dx", "ee_dy", "ee_dz"], ["m"] * 3
+    low, high, neutral = [-max_step] * 3, [max_step] * 3, [0.0] * 3
+    if gripper_opening is not None:
+        names.append("gripper_opening")
+        units.append("m")
+        low.append(0.0)
+        high.append(gripper_opening)
+        neutral.append(gripper_opening)
+    return ActionCfg(
+        names=tuple(names),
+        units=tuple(units),
+        low=tuple(low),
+        high=tuple(high),
+        neutral=tuple(neutral),
+        to_controls=ee_delta_to_controls,
+        params={"workspace_low": workspace_low, "workspace_high": workspace_high, "max_lead": max_lead},
+    )
+
+
+def ee_target_offset(env: TaskEnvView) -> FloatArray:
+    """Where the impedance target is relative to the tool (m): the commanded pose, which the robot knows.
+
+    Without it the spring's stretch, and so the coming motion, would be hidden from a policy.
+    """
+    offset = env.state["ee_target"] - env.sim.frame_pos("ee")
+    return np.where((env.step_count == 0)[:, None], 0.0, offset)
+
+
+def servo_step(
+    offset: FloatArray, ee_vel: FloatArray, max_step: float, gain: float = 0.5, lag: float = 0.09
+) -> FloatArray:
+    """Displacement action that brings the tool to ``offset`` from where it is, without overshoot.
+
+    The action moves the impedance target, which leads the tool by about ``lag`` (kd / kp, s)
+    times its velocity; subtracting that lead is what damps the scripted experts.
+    """
+    return np.clip(gain * offset - lag * ee_vel, -max_step, max_step)
+
+
+# -- joints: joint-target displacement -------------------------------------------------------------
+def joint_delta_to_controls(
+    env: TaskEnvView, action: FloatArray, low: tuple[float, ...], high: tuple[float, ...]
+) -> FloatArray:
+    """Joint-target displacements (rad or m) to joint targets, kept inside the joint limits.
+
+    The targets start at the measured joints at an episode's first step. Tasks using it declare
+    ``state={"joint_target": (n,)}``.
+    """
+    joints = env.cfg.scene.robot.arm_joints
+    measured = env.sim.joint_pos(joints)
+    start = (env.step_count == 0)[:, None]
+    target = np.clip(np.where(start, measured, env.state["joint_target"]) + action, low, high)
+    env.state["joint_target"] = target
+    robot = env.cfg.scene.robot
+    if not robot.gripper_joints:
+        return target
+    # The gripper holds its initial (open) position under joint control.
+    grip = np.array([robot.init_joint_pos.get(j, 0.0) for j in robot.gripper_joints])
+    return np.concatenate([target, np.broadcast_to(grip, (env.num_envs, len(grip)))], axis=1)
+
+
+def joint_delta_action(desc: ArmDescription, max_step: float = 0.02) -> ActionCfg:
+    """A displacement per control step (rad or m) of each arm joint's position target (for a robot
+    built with ``controller="joint"``); the gripper, if any, stays open."""
+    n = len(desc.joints)
+    return ActionCfg(
+        names=tuple(f"{j}_delta" for j in desc.joint_names),
+        units=tuple("rad" if j.kind == "revolute" else "m" for j in desc.joints),
+        low=(-max_step,) * n,
+        high=(max_step,) * n,
+        neutral=(0.0,) * n,
+        to_controls=joint_delta_to_controls,
+        params={"low": tuple(j.low for j in desc.joints), "high": tuple(j.high for j in desc.joints)},
+    )

@@ -1,0 +1,251 @@
+"""A task definition executed on a backend: ``num_envs`` worlds stepped together.
+
+:class:`TaskWorlds` is what the task's terms see as their :class:`~robolearn.tasks.core.TaskEnvView`:
+it seeds the task's random streams, evaluates its terms, resets a subset of worlds (with domain
+randomization), turns actions into controls (non-finite actions rejected, per-world latency) and
+steps the physics, then evaluates rewards, successes and terminations. It knows nothing of
+Gymnasium: :class:`~robolearn.envs.task_env.TaskEnv` adds the vector-environment interface
+(spaces, autoreset, info dicts) on top, and the simulated robots of :mod:`robolearn.hardware`
+run one world of it directly. Every per-world computation is an array operation over worlds.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from robolearn.sim.backend import BoolArray, FloatArray, IntArray, PhysicsParams, make_backend
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.core import Observation, TaskCfg, TaskError
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
+
+log = logging.getLogger(__name__)
+
+
+class StepResult(NamedTuple):
+    """What the task made of one control step, per world."""
+
+    reward: FloatArray
+    """(num_envs,) the weighted sum of the reward terms."""
+    success: BoolArray
+    """(num_envs,) the success condition holds."""
+    terminated: BoolArray
+    """(num_envs,) a terminal state: success (if it ends episodes) or a terminating condition."""
+    truncated: BoolArray
+    """(num_envs,) a time limit or an unstable simulation, and not terminated."""
+    unstable: BoolArray
+    """(num_envs,) the physics diverged in this step."""
+    rejected: BoolArray
+    """(num_envs,) the action sent had a non-finite component; the neutral action was applied."""
+
+
+class TaskWorlds:
+    """``num_envs`` worlds of one task on one backend (see the module doc).
+
+    Episodes are the caller's business: :meth:`advance` never resets a world, it reports which
+    ended; :meth:`reset_worlds` starts new episodes in the worlds given.
+    """
+
+    def __init__(
+        self,
+        task: str | TaskCfg,
+        backend: str = "mujoco_batch",
+        num_envs: int = 1,
+        *,
+        seed: int | None = None,
+        randomize: bool = False,
+        nthread: int = 0,
+        sim_params: str | Path | None = None,
+    ) -> None:
+        """``sim_params``: a parameter file from ``robolearn sysid``, the identified robot made nominal."""
+        # A private copy: terms with memory (small classes) must not be shared between worlds' owners.
+        self.cfg = make_task_cfg(task) if isinstance(task, str) else copy.deepcopy(task)
+        if sim_params is not None:
+            self.cfg = apply_sim_params(self.cfg, load_sim_params(sim_params))
+        if backend not in self.cfg.backends:
+            raise TaskError(
+                f"task {self.cfg.name} does not run on backend {backend!r}; "
+                f"it runs on {', '.join(self.cfg.backends)}"
+            )
+        self.num_envs = num_envs
+        self.randomize = randomize
+        self.sim = make_backend(backend, self.cfg.scene, num_envs, nthread=nthread)
+        self.name, self.backend_name = self.cfg.name, self.sim.name
+
+        act = self.cfg.action
+        self._act_low = np.asarray(act.low, dtype=np.float64)
+        self._act_high = np.asarray(act.high, dtype=np.float64)
+        self._neutral = np.asarray(act.neutral, dtype=np.float64)
+
+        n = num_envs
+        self.state = {k: np.zeros((n, *shape)) for k, shape in self.cfg.state.items()}
+        self.step_count = np.zeros(n, dtype=np.int64)
+        self.action = np.tile(self._neutral, (n, 1))
+        self.prev_action = self.action.copy()
+        self.episode_return = np.zeros(n)
+        self.episode_success = np.zeros(n, dtype=bool)
+        # An identified command delay (robolearn sysid) is the nominal latency, in whole control periods.
+        identified = self.cfg.scene.robot.identified
+        self._base_latency = round(identified.command_delay / self.cfg.control_dt) if identified else 0
+        max_extra = self.cfg.randomization.action_latency_steps[1] if randomize else 0
+        max_latency = self._base_latency + max_extra
+        self._action_history = np.tile(self._neutral, (max_latency + 1, n, 1))
+        self._latency = np.full(n, self._base_latency, dtype=np.int64)
+        self._world_ids = np.arange(n)
+        self._substeps = self.cfg.substeps
+        self.step_success = np.zeros(n, dtype=bool)
+        """(num_envs,) the success condition in the last step; rewards may read it."""
+        self.step_terminations = {k: np.zeros(n, dtype=bool) for k in self.cfg.terminations}
+        """Each termination term's value in the last step; rewards may read them."""
+        self._stateful_terms = [
+            t.fn
+            for group in (self.cfg.observations, self.cfg.rewards, self.cfg.terminations)
+            for t in group.values()
+            if hasattr(t.fn, "reset")
+        ] + ([self.cfg.success.fn] if hasattr(self.cfg.success.fn, "reset") else [])
+        self.reseed(seed)
+
+        # Observation sizes come from the terms themselves, evaluated on the nominal state (without
+        # observe(), whose sensor noise would draw from the noise stream).
+        all_ids = np.arange(n)
+        self.sim.reset_worlds(all_ids)
+        self.sim.forward(all_ids)
+        self.observation_sizes = {
+            k: np.asarray(t.fn(self, **t.params)).reshape(n, -1).shape[1]
+            for k, t in self.cfg.observations.items()
+        }
+        """Observation key to the number of values of one world's entry."""
+
+    # -- seeding -----------------------------------------------------------------------------
+    def reseed(self, seed: int | None) -> None:
+        """Restart the random streams from ``seed`` (None: fresh entropy)."""
+        # Separate streams, so turning sensor noise on does not change the reset distribution.
+        reset_seq, dr_seq, noise_seq = np.random.SeedSequence(seed).spawn(3)
+        self.rng = np.random.default_rng(reset_seq)
+        self._dr_rng = np.random.default_rng(dr_seq)
+        self._noise_rng = np.random.default_rng(noise_seq)
+
+    # -- terms -------------------------------------------------------------------------------
+    def observe(self) -> Observation:
+        """The task's observation of every world (float32, (num_envs, k) per key), with sensor
+        noise under randomization."""
+        obs: Observation = {}
+        n = self.num_envs
+        noise = self.randomize and self.cfg.randomization.sensor_noise
+        for key, term in self.cfg.observations.items():
+            value = np.asarray(term.fn(self, **term.params)).reshape(n, -1)
+            if noise and term.noise_std > 0:
+                value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
+            obs[key] = value.astype(np.float32)
+        return obs
+
+    # -- resets ------------------------------------------------------------------------------
+    def reset_worlds(self, ids: IntArray) -> None:
+        """Start a new episode in worlds ``ids``: the task's reset distribution, fresh counters."""
+        if self.randomize:  # first: recomputing derived model constants may overwrite the state
+            self._randomize(ids)
+        self.sim.reset_worlds(ids)
+        self.step_count[ids] = 0
+        self.action[ids] = self._neutral
+        self.prev_action[ids] = self._neutral
+        self._action_history[:, ids] = self._neutral
+        self.episode_return[ids] = 0.0
+        self.episode_success[ids] = False
+        for key in self.state:
+            self.state[key][ids] = 0
+        for event in self.cfg.reset_events.values():
+            event.fn(self, ids, **event.params)
+        for term in self._stateful_terms:
+            term.reset(self, ids)
+        self.sim.forward(ids)
+
+    def _randomize(self, ids: IntArray) -> None:
+        dr, k = self.cfg.randomization, len(ids)
+        params = PhysicsParams(
+            mass_scale=self._dr_rng.uniform(*dr.mass_scale, size=k),
+            friction_scale=self._dr_rng.uniform(*dr.friction_scale, size=k),
+            damping_scale=self._dr_rng.uniform(*dr.damping_scale, size=k),
+            actuator_gain_scale=self._dr_rng.uniform(*dr.actuator_gain_scale, size=k),
+        )
+        self.sim.set_physics_params(ids, params)
+        lo, hi = dr.action_latency_steps
+        drawn = self._base_latency + self._dr_rng.integers(lo, hi + 1, size=k)
+        self._latency[ids] = np.maximum(drawn, 0)
+
+    # -- stepping ----------------------------------------------------------------------------
+    def sanitize(self, action: Any) -> tuple[FloatArray, BoolArray]:
+        """(num_envs, A) actions clipped to the task's bounds, non-finite ones replaced by the
+        neutral action, and which were replaced; raises :class:`TaskError` for a wrong shape."""
+        act = np.asarray(action, dtype=np.float64)
+        shape = (self.num_envs, len(self._neutral))
+        if act.shape != shape:
+            if act.size != shape[0] * shape[1]:
+                raise TaskError(
+                    f"task {self.cfg.name}: action has shape {act.shape}, expected {shape} "
+                    f"({', '.join(self.cfg.action.names)})"
+                )
+            act = act.reshape(shape)
+        # A non-finite action never reaches the physics: that world holds the neutral action.
+        if np.isfinite(act).all():  # the common case, in one reduction over every world
+            rejected = np.zeros(self.num_envs, dtype=bool)
+        else:
+            rejected = ~np.isfinite(act).all(axis=1)
+            act = act.copy()
+            act[rejected] = self._neutral
+            log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
+        return act.clip(self._act_low, self._act_high), rejected
+
+    def advance(self, actions: Any) -> StepResult:
+        """Apply one action per world for a control period and evaluate the task's terms.
+
+        Ended episodes are reported, not reset (see :meth:`reset_worlds`).
+        """
+        act, rejected = self.sanitize(actions)
+        if len(self._action_history) == 1:
+            applied = act  # no latency possible: the history would only echo the action
+        else:
+            # Action latency: world i acts on the action it was sent latency[i] steps ago.
+            self._action_history[1:] = self._action_history[:-1]
+            self._action_history[0] = act
+            applied = self._action_history[self._latency, self._world_ids]
+        self.prev_action = self.action
+        self.action = applied
+        cfg = self.cfg
+        ctrl = cfg.action.to_controls(self, applied, **cfg.action.params)
+        self.sim.step(ctrl, self._substeps)
+        self.step_count += 1
+        unstable = self.sim.unstable_worlds().copy()
+        for update in cfg.updates.values():
+            update.fn(self, **update.params)
+
+        # Conditions before rewards (Isaac Lab's order): a reward that is a condition's value, such
+        # as an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
+        success = np.array(cfg.success.fn(self, **cfg.success.params), dtype=bool)
+        self.step_success = success
+        terminated = success & cfg.end_on_success
+        truncated = (self.step_count >= cfg.episode_length) | unstable
+        for key, done_term in cfg.terminations.items():
+            hit = np.array(done_term.fn(self, **done_term.params), dtype=bool)
+            self.step_terminations[key] = hit
+            if done_term.time_out:
+                truncated |= hit
+            else:
+                terminated |= hit
+        truncated &= ~terminated
+        reward = np.zeros(self.num_envs)
+        for term in cfg.rewards.values():
+            reward += term.weight * np.asarray(term.fn(self, **term.params))
+        if unstable.any():
+            log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
+        self.episode_return += reward
+        self.episode_success |= success
+        return StepResult(reward, success, terminated, truncated, unstable, rejected)
+
+    def close(self) -> None:
+        """Release the backend."""
+        self.sim.close()

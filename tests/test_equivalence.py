@@ -1,0 +1,148 @@
+"""Every task on every backend reproduces its recorded trajectories (issue 18).
+
+The per-step path was rewritten for speed (names, indices and array views resolved once, shared
+quantities computed once per step); these tests hold it to what the code did before. Each golden
+file in ``tests/data/equivalence/`` was recorded by :func:`record` from the code before that
+rewrite: seeded actions (some outside the bounds, one non-finite) stepped through
+:class:`~robolearn.tasks.worlds.TaskWorlds`, with the worlds that ended reset as the environment's
+autoreset does, plus one forced reset of world 0 midway, with and without domain randomization.
+
+Tolerance: booleans (success, terminated, truncated, unstable, rejected) must match exactly;
+floats within ``rtol=1e-6, atol=1e-6``. The physics is deterministic and the rewrite keeps every
+arithmetic operation in its order, so on the machine that recorded the files the trajectories are
+bit-identical; the margin admits another CPU's libm and SIMD paths in the float64 reward sums and
+the float32 rounding of observations, while a changed term, a skipped check or a reordered state
+write moves values by far more.
+
+Re-record (only when behaviour changes on purpose, and say so in the change):
+``python tests/test_equivalence.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robolearn.tasks import make_task_cfg, task_names
+from robolearn.tasks.worlds import TaskWorlds
+
+DATA = Path(__file__).parent / "data" / "equivalence"
+STEPS = {"ant": 15}
+"""Control steps per trajectory by task (default 30): ant's observation is large, its files stay small."""
+DEFAULT_STEPS = 30
+FORCED_RESET_STEP = 12
+"""World 0 is reset after this step whatever happened, so every trajectory crosses a reset."""
+NAN_STEP = 5
+"""World 0's action has a non-finite component at this step: the neutral action must be applied."""
+RTOL = ATOL = 1e-6
+FLAGS = ("success", "terminated", "truncated", "unstable", "rejected")
+"""The boolean outputs of a step, in the order of the last axis of a recording's ``flags``."""
+
+
+def _worlds_of(backend: str) -> int:
+    return 1 if backend == "mujoco" else 2
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [(task, backend) for task in task_names() for backend in make_task_cfg(task).backends]
+
+
+def _flat(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """(n, K) every observation term of every world, side by side in the task's key order."""
+    return np.concatenate([obs[k] for k in obs], axis=1)
+
+
+def _trajectory(task: str, backend: str, randomize: bool) -> dict[str, np.ndarray]:
+    """Step ``task`` on ``backend`` through seeded actions and return what it produced:
+    ``first_obs`` (n, K); per step ``reward`` (T, n), ``flags`` (T, n, 5) in the order of
+    ``FLAGS``, ``obs`` (T, n, K) right after the step; and ``reset_obs`` (m, K), the first
+    observation of each world reset, in step then world order."""
+    n = _worlds_of(backend)
+    worlds = TaskWorlds(task, backend, n, seed=7, randomize=randomize)
+    try:
+        act = worlds.cfg.action
+        low, high = np.asarray(act.low), np.asarray(act.high)
+        span = high - low
+        steps = STEPS.get(task, DEFAULT_STEPS)
+        # 10% beyond the bounds on either side, so clipping is exercised too.
+        actions = np.random.default_rng(3).uniform(low - 0.1 * span, high + 0.1 * span, (steps, n, len(low)))
+        actions[NAN_STEP, 0, 0] = np.nan
+        rewards, flags, obs, reset_obs = [], [], [], []
+        worlds.reset_worlds(np.arange(n))
+        first_obs = _flat(worlds.observe())
+        for t in range(steps):
+            result = worlds.advance(actions[t])
+            rewards.append(result.reward.copy())
+            flags.append(np.stack([getattr(result, f) for f in FLAGS], axis=1))
+            obs.append(_flat(worlds.observe()))
+            done = result.terminated | result.truncated
+            if t == FORCED_RESET_STEP:
+                done[0] = True
+            ids = np.flatnonzero(done)
+            worlds.reset_worlds(ids)
+            reset_obs.append(_flat(worlds.observe())[ids])
+        return {
+            "first_obs": first_obs,
+            "reward": np.stack(rewards),
+            "flags": np.stack(flags),
+            "obs": np.stack(obs),
+            "reset_obs": np.concatenate(reset_obs),
+        }
+    finally:
+        worlds.close()
+
+
+def _golden_path(task: str, backend: str) -> Path:
+    return DATA / f"{task}-{backend}.npz"
+
+
+def record() -> None:
+    """Write every golden file from the code as it is now."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    for task, backend in _cases():
+        arrays = {}
+        for randomize in (False, True):
+            for key, value in _trajectory(task, backend, randomize).items():
+                arrays[f"{'randomized' if randomize else 'nominal'}/{key}"] = value
+        np.savez_compressed(_golden_path(task, backend), **arrays)
+
+
+@pytest.mark.parametrize("randomize", [False, True], ids=["nominal", "randomized"])
+@pytest.mark.parametrize(("task", "backend"), _cases(), ids=[f"{t}-{b}" for t, b in _cases()])
+def test_trajectory_matches_recording(task: str, backend: str, randomize: bool) -> None:
+    if backend == "pybullet":
+        pytest.importorskip("pybullet")
+    prefix = f"{'randomized' if randomize else 'nominal'}/"
+    with np.load(_golden_path(task, backend)) as golden:
+        expected = {k.removeprefix(prefix): golden[k] for k in golden.files if k.startswith(prefix)}
+    actual = _trajectory(task, backend, randomize)
+    assert set(actual) == set(expected)
+    for key, want in expected.items():
+        got = actual[key]
+        assert got.shape == want.shape and got.dtype == want.dtype, key
+        if want.dtype == np.bool_:  # flags
+            np.testing.assert_array_equal(got, want, err_msg=key)
+        else:
+            np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=key)
+
+
+def test_the_recordings_cover_something() -> None:
+    """The trajectories cross resets, rejections and clipping, or they would prove little."""
+    with np.load(_golden_path("panda_pick_cube", "mujoco_batch")) as golden:
+        rejected = golden["nominal/flags"][:, :, FLAGS.index("rejected")]
+        assert rejected[NAN_STEP, 0] and rejected.sum() == 1
+        assert len(golden["nominal/reset_obs"]) >= 1  # the forced reset at least
+        assert golden["nominal/obs"].shape[:2] == (DEFAULT_STEPS, 2)
+
+
+def test_every_backend_name_has_recordings() -> None:
+    for task, backend in _cases():
+        assert _golden_path(task, backend).is_file(), (task, backend)
+
+
+if __name__ == "__main__":
+    record()
+    sys.exit(0)
