@@ -6,7 +6,8 @@
 1. **Stops.** A latched emergency stop (:meth:`SafetyLayer.estop`, released only by
    :meth:`SafetyLayer.reset`), a latched geofence breach (drone, car: the robot left its box), a
    state the layer cannot trust (a field not finite or beyond :data:`MAX_STATE_MAGNITUDE`, a
-   quaternion far from unit norm), or the watchdog (no observation fed to
+   quaternion far from unit norm), an arm joint measured past its range (``joints`` in the file, a
+   protective stop latched like the geofence), or the watchdog (no observation fed to
    :meth:`SafetyLayer.observed` arrived within ``watchdog_timeout``, the newest is older than
    that, none came yet, or a stamp was non-finite or ahead of the clock) return the embodiment's
    safe stop whatever the input: the arm holds (zero displacement, gripper as last commanded),
@@ -26,9 +27,6 @@
    the rate limits; should the two still conflict (irregular command timing, a tool that moved
    by itself), the box wins by slowing down, never by reversing. A target outside the box comes
    back at up to ``max_ee_speed``.
-7. **Arm joints.** With ``joints`` limits in the file (derived from the robot description,
-   :func:`~robolearn.hardware.safety_config.arm_safety_yaml`), a measured joint past its range is
-   a protective stop: the tool holds until the robot is reset.
 
 Every intervention is counted by kind in :attr:`SafetyLayer.counts` and logged (at most once a
 second per kind). Limits come from ``hardware/config/<robot>.yaml``
@@ -210,6 +208,8 @@ class SafetyLayer:
         trusted = state if untrusted is None else None
         if trusted is not None and self._latched is None and self._rules.outside_geofence(trusted):
             self._latched = "geofence"
+        if trusted is not None and self._latched is None and self._rules.past_joint_limit(trusted):
+            self._latched = "joint_limit"
         reason = self._latched or ("state" if trusted is None else None) or ("watchdog" if stale else None)
         if reason is not None:
             if self._stop_reason is None:
@@ -323,6 +323,10 @@ class _Rules:
         self.fence = fence
         """Lower and upper corners of the geofence (m), if the robot has one."""
 
+    def past_joint_limit(self, state: Any) -> bool:
+        """An arm joint measured past its range (``joints`` limits): a protective stop."""
+        return False
+
     def outside_geofence(self, state: Any) -> bool:
         return self.fence is not None and bool(
             np.any((state.pos < self.fence[0]) | (state.pos > self.fence[1]))
@@ -373,6 +377,14 @@ class _ArmRules(_Rules):
     def _target(self, state: ArmState) -> FloatArray:
         return state.ee_pos.copy() if self.target is None else self.target
 
+    def past_joint_limit(self, state: ArmState) -> bool:
+        # The displacement that would free the joint is not known without the arm's Jacobian, so
+        # none is guessed: the arm holds until a person resets the layer, as an industrial
+        # arm's protective stop.
+        if self.joint_low is None or self.joint_high is None:
+            return False
+        return bool(np.any((state.joint_pos < self.joint_low) | (state.joint_pos > self.joint_high)))
+
     def safe_stop(
         self, state: ArmState | None, elapsed: float, stale: bool, last: FloatArray | None
     ) -> FloatArray:
@@ -388,14 +400,6 @@ class _ArmRules(_Rules):
 
     def limit(self, act: FloatArray, state: ArmState, window: tuple[FloatArray, FloatArray]) -> FloatArray:
         layer, d = self.layer, act[:3]
-        if self.joint_low is not None and self.joint_high is not None:
-            q = state.joint_pos
-            if np.any((q < self.joint_low) | (q > self.joint_high)):
-                # A joint past its limit: a protective stop. The tool holds (the gripper may still
-                # move) until the robot is reset; the displacement that would free the joint is not
-                # known without the arm's Jacobian, so none is guessed.
-                layer._count("joint_limit")
-                d = np.zeros(3)
         target = self._target(state)
         low, high = layer.low[:3], layer.high[:3]
         # Hard: the target stays in the box; one outside it (an arm started there) comes back at full step.

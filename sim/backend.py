@@ -80,7 +80,8 @@ class Backend(Protocol):
         ...
 
     def forward(self, ids: IntArray) -> None:
-        """Recompute frames and velocities after state writes, before the next observation."""
+        """Recompute frames and velocities after state writes, before the next observation or step
+        (the MuJoCo backends start a step from the stages computed here or at the last step's end)."""
         ...
 
     def set_physics_params(self, ids: IntArray, params: PhysicsParams) -> None:

@@ -37,7 +37,8 @@ _RANDOMIZED = {
 
 
 _FRAME_WIDTH = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
-"""Values of each frame quantity in ``sensordata`` (the fields of :class:`~robolearn.sim.mujoco_model.FrameIndex`)."""
+"""Values of each frame quantity in ``sensordata``, by field of
+:class:`~robolearn.sim.mujoco_model.FrameIndex`."""
 
 
 def _log_mujoco_warning(message: str) -> None:
@@ -88,7 +89,8 @@ class _MujocoBase:
 
     def mj_field(self, field: str) -> npt.NDArray[Any]:
         """(num_worlds, ...) MjData field, for MuJoCo-only tasks (Gymnasium's models)."""
-        return self._data(field)
+        view = self._views.get(field)  # _data's look-up inline: terms read fields several times a step
+        return self._bind(field) if view is None else view
 
     def _frame(self, name: str) -> Any:
         try:
@@ -111,24 +113,27 @@ class _MujocoBase:
 
     def _frame_view(self, kind: str, name: str) -> FloatArray:
         """The live (num_worlds, k) rows of ``sensordata`` holding one frame quantity."""
-        views = self._frame_views[kind]
-        view = views.get(name)
-        if view is None:
-            start = getattr(self._frame(name), kind)
-            view = views[name] = self._data("sensordata")[:, start : start + _FRAME_WIDTH[kind]]
+        start = getattr(self._frame(name), kind)
+        view = self._data("sensordata")[:, start : start + _FRAME_WIDTH[kind]]
+        self._frame_views[kind][name] = view
         return view
 
+    # Terms call these several times per step: a dict look-up when the view is already made.
     def frame_pos(self, name: str) -> FloatArray:
-        return self._frame_view("pos", name)
+        view = self._frame_views["pos"].get(name)
+        return self._frame_view("pos", name) if view is None else view
 
     def frame_quat(self, name: str) -> FloatArray:
-        return self._frame_view("quat", name)
+        view = self._frame_views["quat"].get(name)
+        return self._frame_view("quat", name) if view is None else view
 
     def frame_linvel(self, name: str) -> FloatArray:
-        return self._frame_view("linvel", name)
+        view = self._frame_views["linvel"].get(name)
+        return self._frame_view("linvel", name) if view is None else view
 
     def frame_angvel(self, name: str) -> FloatArray:
-        return self._frame_view("angvel", name)
+        view = self._frame_views["angvel"].get(name)
+        return self._frame_view("angvel", name) if view is None else view
 
     def joint_pos(self, joints: Sequence[str]) -> FloatArray:
         return self._data("qpos")[:, self._joint_addr(joints, dofs=False)]

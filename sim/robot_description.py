@@ -233,6 +233,14 @@ class ArmKinematics:
         mujoco.mj_kinematics(self.model, self.data)
         return self.data.site_xpos[self.site].copy() + self.base
 
+    def tool_quat(self, joint_pos: FloatArray) -> tuple[float, float, float, float]:
+        """Tool orientation (w, x, y, z, world frame) at the arm's joint positions."""
+        self.tool_position(joint_pos)
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, self.data.site_xmat[self.site])
+        w, x, y, z = (round(float(v), 6) for v in quat)
+        return (w, x, y, z)
+
     def tool_positions(self, joint_pos: FloatArray) -> FloatArray:
         """(n, 3) tool positions of (n, k) joint positions."""
         return np.stack([self.tool_position(q) for q in joint_pos])

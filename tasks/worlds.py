@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray, PhysicsParams, make_backend
 from robolearn.tasks import make_task_cfg
@@ -194,7 +193,7 @@ class TaskWorlds:
         if np.isfinite(act).all():  # the common case, in one reduction over every world
             rejected = np.zeros(self.num_envs, dtype=bool)
         else:
-            rejected = ~np.isfinite(act).all(axis=1)
+            rejected = np.logical_not(np.isfinite(act).all(axis=1))
             act = act.copy()
             act[rejected] = self._neutral
             log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
@@ -227,7 +226,7 @@ class TaskWorlds:
         # as an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
         success = np.array(cfg.success.fn(self, **cfg.success.params), dtype=bool)
         self.step_success = success
-        terminated = success & cfg.end_on_success
+        terminated = success.copy() if cfg.end_on_success else np.zeros_like(success)
         truncated = (self.step_count >= cfg.episode_length) | unstable
         for key, done_term in cfg.terminations.items():
             hit = np.array(done_term.fn(self, **done_term.params), dtype=bool)
@@ -239,7 +238,8 @@ class TaskWorlds:
         truncated &= ~terminated
         reward = np.zeros(self.num_envs)
         for term in cfg.rewards.values():
-            reward += term.weight * np.asarray(term.fn(self, **term.params))
+            value = np.asarray(term.fn(self, **term.params))
+            reward += value if term.weight == 1.0 else term.weight * value  # x * 1.0 == x: one op less
         if unstable.any():
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return += reward

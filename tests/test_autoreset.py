@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
-from robolearn.envs.autoreset import EpisodeStatistics, step_info, transition_next_obs
+from robolearn.envs.autoreset import EpisodeStatistics, step_info, step_success, transition_next_obs
 from robolearn.envs.task_env import TaskEnv
 
 
@@ -32,6 +32,14 @@ def test_step_info_reads_ended_worlds_from_final_info() -> None:
     assert not step_info({}, "is_success", 3)[1].any()
     # Every world ended: Gymnasium's top level has no step keys at all.
     assert step_info(_ended_step([True, False], [True, True]), "success", 2)[0].tolist() == [True, False]
+
+
+def test_success_is_read_under_either_name() -> None:
+    gymnasium_robotics = {"is_success": np.array([False, True]), "_is_success": np.array([True, True])}
+    success, reported = step_success(gymnasium_robotics, 2)
+    assert success.tolist() == [False, True] and reported.all()
+    assert step_success(_ended_step([True, False], [False, True]), 2)[0].tolist() == [True, False]
+    assert not step_success({}, 2)[1].any()
 
 
 def test_next_states_of_ended_transitions_are_their_final_observations() -> None:

@@ -42,7 +42,13 @@ def test_summary_has_every_figure(bench: tuple[list[dict[str, Any]], dict[str, A
     else:
         assert summary["ant_vs_envpool"] == pytest.approx(ant["robolearn mujoco_batch"] / ant["envpool"])
     assert summary["ant_vs_raw"] == pytest.approx(ant["robolearn mujoco_batch"] / ant["raw mujoco.batch"])
-    assert set(summary["goals"]) == {"ant_vs_envpool", "ant_vs_raw", "panda_vs_raw"}
+    assert set(summary["goals"]) == {
+        "ant_vs_envpool",
+        "ant_vs_raw",
+        "panda_vs_raw",
+        "one_world_vs_gymnasium",
+        "pick_cube_one_world_vs_raw",
+    }
     per_cpu = summary["per_cpu_second"]
     for key in ("ant_vs_raw", "ant_vs_gymnasium", "panda_vs_raw"):
         assert per_cpu[key] > 0, key
@@ -61,6 +67,24 @@ def test_every_task_is_measured_on_one_world(
             if figures.get(backend) is None:
                 assert figures["unavailable"][backend], (task, backend)
     assert summary["single"]["ant"]["pybullet"] is None
+
+
+def test_one_world_is_compared_with_gymnasium_and_raw_mujoco(
+    bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]],
+) -> None:
+    rows, summary, _ = bench
+    ant, pick = summary["one_world"]["ant"], summary["one_world"]["panda_pick_cube"]
+    assert ant["robolearn/Ant-v0"] > 0 and ant["Ant-v5"] > 0
+    assert pick["robolearn/PandaPickCube-v0"] > 0 and pick["raw mj_step"] > 0
+    assert summary["one_world_vs_gymnasium"] == pytest.approx(ant["robolearn/Ant-v0"] / ant["Ant-v5"])
+    assert summary["pick_cube_one_world_vs_raw"] == pytest.approx(
+        pick["robolearn/PandaPickCube-v0"] / pick["raw mj_step"]
+    )
+    for key in ("one_world_vs_gymnasium", "pick_cube_one_world_vs_raw"):
+        assert summary["goals"][key]["met"] in (True, False), key  # a figure, not a timed assertion
+        assert summary["per_cpu_second"][key] > 0, key
+    parts = {row["part"] for row in rows}
+    assert {"one world ant", "one world panda_pick_cube"} <= parts
 
 
 def test_table_has_a_row_per_contender(bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]]) -> None:

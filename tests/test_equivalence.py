@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -141,6 +142,31 @@ def test_the_recordings_cover_something() -> None:
 def test_every_backend_name_has_recordings() -> None:
     for task, backend in _cases():
         assert _golden_path(task, backend).is_file(), (task, backend)
+
+
+@pytest.mark.parametrize("diverge_at", [None, 4], ids=["steady", "diverged"])
+def test_one_world_rk4_step_is_mj_step(diverge_at: int | None) -> None:
+    """The one-world backend takes RK4's first substep by its parts (skipping the stages already
+    current): the state must equal plain ``mj_step`` from the same state, also where MuJoCo resets
+    a diverged state itself (a NaN velocity), which must be reported as unstable."""
+    worlds = TaskWorlds("ant", "mujoco", 1, seed=0)
+    sim = worlds.sim
+    model, data = sim.model, sim.data  # type: ignore[attr-defined]
+    reference = mujoco.MjData(model)
+    worlds.reset_worlds(np.arange(1))
+    actions = np.random.default_rng(0).uniform(-1, 1, (8, 1, 8))
+    for t, action in enumerate(actions):
+        if t == diverge_at:
+            data.qvel[3] = np.nan
+        mujoco.mj_copyData(reference, model, data)
+        result = worlds.advance(action)
+        reference.ctrl[:] = data.ctrl
+        mujoco.mj_step(model, reference, nstep=worlds.cfg.substeps)
+        mujoco.mj_forward(model, reference)
+        for field in ("time", "qpos", "qvel", "act", "sensordata", "cfrc_ext"):
+            np.testing.assert_array_equal(getattr(data, field), getattr(reference, field), err_msg=field)
+        assert result.unstable[0] == (t == diverge_at)
+    worlds.close()
 
 
 if __name__ == "__main__":

@@ -232,7 +232,8 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
     }
     assert not modules & forbidden, sorted(modules & forbidden)
     # Beyond the export module and small numpy-only helpers, only what ``import robolearn`` itself
-    # loads (the task registry and the backend interface it names, for Gymnasium registration).
+    # loads (the task registry and the backend interface it names, for Gymnasium registration), and
+    # the engine-independent world runner a scripted policy sizes its observations with.
     package = {m for m in modules if m.startswith("robolearn")}
     assert package <= {
         "robolearn",
@@ -245,6 +246,9 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
         "robolearn.policy.runtime",
         "robolearn.tasks",
         "robolearn.tasks.core",
+        "robolearn.tasks.plugins",
+        "robolearn.tasks.sim_params",
+        "robolearn.tasks.worlds",
         "robolearn.sim",
         "robolearn.sim.backend",
         "robolearn.sim.scene",

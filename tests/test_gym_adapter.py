@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -100,6 +102,34 @@ def test_success_is_counted_where_the_env_reports_it() -> None:
     assert sorted(result.successes) == [False, False, True, True] and sorted(result.lengths) == [2, 2, 5, 5]
     assert result.summary()["success_defined"]
     env.close()
+
+
+def test_training_shows_success_only_where_the_task_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pendulum has no notion of success: no rate in the progress bar or summary, not 0 (issue 12)."""
+    from robolearn.cli.train import run_train
+    from robolearn.rl.config import SACConfig, TrainCfg
+
+    cfg = TrainCfg(
+        task="gym:Pendulum-v1",
+        num_envs=1,
+        steps=400,
+        out=tmp_path,
+        learning_starts=200,
+        random_steps=200,
+        eval_every=10_000,
+        eval_episodes=1,
+        final_eval_episodes=1,
+        checkpoint_every=10_000,
+        video=False,
+        sac=SACConfig(hidden=(16, 16), batch_size=32),
+    )
+    run_train(cfg)
+    out, err = capsys.readouterr()
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["success_rate"] is None and summary["success_rate_ci95"] is None
+    assert "gym:Pendulum-v1: return " in out and "ret=" in err and "success" not in err
 
 
 def test_spaces_sac_cannot_use_are_refused() -> None:

@@ -16,6 +16,7 @@ from robolearn.cli.reward import run_reward_train
 from robolearn.data.format import SUCCESS
 from robolearn.data.reader import read_dataset
 from robolearn.data.writer import DatasetWriter
+from robolearn.envs.autoreset import step_info
 from robolearn.envs.task_env import TaskEnv
 from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.hil.config import RewardTrainCmd
@@ -43,12 +44,13 @@ def _record(
     while saved < episodes:
         action = policy(obs)
         next_obs, reward, terminated, truncated, info = env.step(action)
+        success = step_info(info, "success", env.num_envs)[0]
         for i in range(env.num_envs):
             step = (
                 {k: v[i] for k, v in obs.items()},
                 action[i],
                 reward[i],
-                info["success"][i],
+                success[i],
                 terminated[i],
             )
             pending[i].append((*step, image))

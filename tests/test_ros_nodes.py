@@ -215,6 +215,17 @@ def test_a_scripted_arm_succeeds_over_ros_recorded_as_a_bag_and_a_dataset(
 
     info = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert info["storage_identifier"] == "mcap" and (bag / info["relative_file_paths"][0]).is_file()
+    # Each topic as offered, so that ros2 bag play replays sensor data best effort (issue 12).
+    offered = {
+        t["topic_metadata"]["name"]: t["topic_metadata"]["offered_qos_profiles"]
+        for t in info["topics_with_message_count"]
+    }
+    for topic in ("/frames/ee", "/joint_states", "/task_state"):
+        assert [(q["reliability"], q["history"], q["depth"]) for q in offered[topic]] == [
+            ("best_effort", "keep_last", 5)
+        ]
+    assert [(q["reliability"], q["depth"]) for q in offered["/command"]] == [("reliable", 1)]
+    assert offered["/episode"][0]["reliability"] == "reliable"
     store = get_typestore(Stores.ROS2_KILTED)
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
@@ -371,6 +382,7 @@ def test_estop_and_stale_observations_make_the_arm_hold(tmp_path: Path, domain: 
             wait_until(lambda: len(log.stamped_after(t_kill + timeout)) >= 10, 30, "no commands")
             late = log.stamped_after(t_kill + timeout)
             assert all(np.all(d == 0.0) for d in late), "stale observations did not stop the arm"
+
             def watchdog_report() -> dict[str, Any] | None:
                 return log.report_where(lambda r: r["stamp"] > t_kill + timeout and r["counts"]["watchdog"])
 
@@ -380,6 +392,86 @@ def test_estop_and_stale_observations_make_the_arm_hold(tmp_path: Path, domain: 
         finally:
             stop_node(robot)
             assert stop_node(pol) == 0, (tmp_path / "policy.log").read_text()
+
+
+def test_a_joint_state_that_lacks_a_needed_joint_is_refused_by_name() -> None:
+    from robolearn.hardware.ros.messages import joint_state_msg
+
+    cfg = make_task_cfg("panda_pick_cube")
+    view = RemoteStateView(cfg, tracked_frames(cfg), tracked_joints(cfg))
+    names = tracked_joints(cfg)
+    renamed = [n.replace("panda_", "fr3_") if "finger" not in n else n for n in names]
+    m = joint_state_msg(renamed, np.ones(len(names)), np.zeros(len(names)), 1.0)
+    with pytest.raises(MessageError, match=r"lacks joints \['panda_joint1', .*'panda_joint7'\]"):
+        view.read("joint_states", m)
+    assert not view.sim.jpos.any(), "no joint may take a value from a refused message"
+    # More joints than the task needs, in another order: fine.
+    m = joint_state_msg(["extra", *names[::-1]], np.arange(len(names) + 1.0), np.zeros(len(names) + 1), 2.0)
+    assert view.read("joint_states", m) == 2.0
+    np.testing.assert_array_equal(view.sim.jpos, np.arange(len(names), 0.0, -1.0))
+
+
+def test_policy_node_needs_only_what_the_task_reads_and_says_once_what_is_wrong(
+    domain: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """panda_reach reads no joint: a robot without joint_states gets commands. A task_state of
+    another layout is refused with the labels expected, logged once, not once per message; a topic
+    that sends nothing is named after a second."""
+    from robolearn.hardware.ros.messages import odometry_msg
+    from robolearn.hardware.ros.policy_node import PolicyNode, PolicyNodeParams
+
+    reach, car = make_task_cfg("panda_reach"), make_task_cfg("car_checkpoints")
+    caplog.set_level("WARNING", logger="robolearn.hardware.ros.policy_node")
+    commands: list[Any] = []
+    with local_node("policy", domain) as pnode, local_node("robot", domain) as rnode:
+        policy = PolicyNode(pnode, PolicyNodeParams(policy="scripted:panda_reach"))
+        try:
+            ee = rnode.create_publisher(msg("nav_msgs", "Odometry"), "frames/ee", sensor_qos())
+            task_state = rnode.create_publisher(
+                msg("std_msgs", "Float64MultiArray"), "task_state", sensor_qos()
+            )
+            sub = rnode.create_subscription(
+                msg("std_msgs", "Float64MultiArray"), "command", commands.append, command_qos()
+            )
+            needed = [s for s in policy.subs if s.topic_name in ("/frames/ee", "/task_state")]
+            wait_for_matches([ee, task_state, sub, *needed])
+
+            def publish(layout: TaskStateLayout, state: dict[str, np.ndarray]) -> None:
+                t = time.time()
+                ee.publish(
+                    odometry_msg(
+                        "ee", np.array([0.5, 0.0, 0.3]), np.array([0, 1.0, 0, 0]), *[np.zeros(3)] * 2, t
+                    )
+                )
+                task_state.publish(layout.to_msg(state, 3, t))
+
+            wrong = {k: np.zeros(shape) for k, shape in car.state.items()}
+            refused = lambda: policy.counts["rejected_messages"]  # noqa: E731
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline or refused() < 20:
+                publish(TaskStateLayout(car), wrong)
+                time.sleep(0.01)
+            messages = [r.getMessage() for r in caplog.records]
+            bad = [m for m in messages if "ignored a message on /task_state" in m]
+            assert len(bad) == 1, messages
+            assert (
+                "this task's are [('stamp', 1), ('step_count', 1), ('goal', 3), ('ee_target', 3)]" in bad[0]
+            )
+            missing = [m for m in messages if "nothing received yet on" in m]
+            assert len(missing) == 1 and "/task_state (std_msgs/Float64MultiArray)" in missing[0], messages
+            assert "yet on /task_state (std_msgs/Float64MultiArray), sensor" in missing[0]  # only that one
+            assert "each of ['/frames/ee', '/task_state'] has" in missing[0]  # no joint_states
+            assert not commands
+
+            right = {"goal": np.array([0.5, 0.1, 0.3]), "ee_target": np.array([0.5, 0.0, 0.3])}
+            wait_until(
+                lambda: publish(TaskStateLayout(reach), right) or time.sleep(0.02) or len(commands) >= 3,
+                30,
+                "no command without joint_states",
+            )
+            assert np.abs(np.frombuffer(commands[-1].data)[:3]).max() > 0, "the arm does not move to its goal"
+        finally:
+            policy.close()
 
 
 def test_a_bad_parameter_ends_in_one_line(domain: int) -> None:

@@ -4,6 +4,11 @@ A bag is a folder with ``metadata.yaml`` and one ``.mcap`` file. Messages are st
 topic's schema taken from rosbags' Kilted type store, so any ROS 2 tool decodes them without
 robolearn. rosbags serializes them: rclpy's own bytes can carry alignment padding after a trailing
 empty sequence (a ``JointState`` without efforts), which strict readers such as rosbags refuse.
+
+Each topic carries the QoS profile it was offered with, in rosbag2's ``offered_qos_profiles``
+(``metadata.yaml`` and the MCAP channel's metadata): ``ros2 bag play`` offers the same again, so
+sensor topics replay best effort, as the robot published them, and commands reliable (an empty
+list makes it fall back to its defaults, reliable for everything).
 """
 
 from __future__ import annotations
@@ -19,6 +24,30 @@ from robolearn.hardware.ros._rclpy import RosParameterError
 
 TYPESTORE = "ros2_kilted"
 """rosbags type store that supplies message definitions and hashes."""
+
+
+def bag_qos(profile: Any) -> Any:
+    """An rclpy ``QoSProfile`` as rosbags' ``Qos``, the fields of rosbag2's ``offered_qos_profiles``.
+
+    Durations are kept as the profile has them; 0 s is ROS 2's "the middleware's default".
+    """
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+
+    def duration(d: Any) -> Any:
+        sec, nsec = divmod(int(d.nanoseconds), 1_000_000_000)
+        return QosTime(sec, nsec)
+
+    return Qos(
+        history=QosHistory[profile.history.name],
+        depth=int(profile.depth),
+        reliability=QosReliability[profile.reliability.name],
+        durability=QosDurability[profile.durability.name],
+        deadline=duration(profile.deadline),
+        lifespan=duration(profile.lifespan),
+        liveliness=QosLiveliness[profile.liveliness.name],
+        liveliness_lease_duration=duration(profile.liveliness_lease_duration),
+        avoid_ros_namespace_conventions=bool(profile.avoid_ros_namespace_conventions),
+    )
 
 
 def msgtype_name(msg_class: Any) -> str:
@@ -46,12 +75,16 @@ class BagRecorder:
         self.path = path
         self.count = 0
 
-    def add_topic(self, topic: str, msg_class: Any) -> None:
-        """Declare a topic (fully qualified name) and its message class before writing to it."""
+    def add_topic(self, topic: str, msg_class: Any, qos: Any) -> None:
+        """Declare a topic (fully qualified name), its message class and the rclpy ``QoSProfile`` it
+        is offered with, before writing to it."""
         with self._lock:
             if topic not in self._connections:
                 self._connections[topic] = self._writer.add_connection(
-                    topic, msgtype_name(msg_class), typestore=self._typestore
+                    topic,
+                    msgtype_name(msg_class),
+                    typestore=self._typestore,
+                    offered_qos_profiles=[bag_qos(qos)],
                 )
 
     def write(self, topic: str, message: Any, t_ns: int) -> None:

@@ -177,11 +177,7 @@ class DemoRecorderNode:
                 # The robot stepped, with the command received last; the observation terms that
                 # read the last action must see it too.
                 self.view.record_action(self._action)
-                reward = sum(
-                    t.weight * float(np.asarray(t.fn(self.view, **t.params))[0])
-                    for t in self.cfg.rewards.values()
-                )
-                success = bool(np.asarray(self.cfg.success.fn(self.view, **self.cfg.success.params))[0])
+                reward, success = self.view.score_step()
                 self._frames.append(Frame(self._pending, self._action.copy(), reward, success))
             self._pending, self._step = self.view.observe(), step
             self._save_scored()

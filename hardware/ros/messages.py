@@ -5,7 +5,8 @@ State (published by the robot side, read by the policy side):
 - ``frames/<name>``: ``nav_msgs/Odometry`` per observed frame. Pose in ``header.frame_id``
   (``world``); twist in the frame itself (``child_frame_id``), as the message defines it
   (REP 105); :func:`read_odometry` rotates it back to the world frame the tasks use.
-- ``joint_states``: ``sensor_msgs/JointState``, position and velocity.
+- ``joint_states``: ``sensor_msgs/JointState``, position and velocity, naming at least every joint
+  the task tracks (:func:`~robolearn.hardware.ros.state_view.tracked_joints`).
 - ``task_state``: ``std_msgs/Float64MultiArray``: the task's per-world state (goal, waypoints,
   checkpoint index, impedance target, ...) flattened in ``TaskCfg.state`` order. The layout labels
   each segment: one ``MultiArrayDimension`` per entry, ``label`` its name, ``size`` and ``stride``
@@ -115,10 +116,14 @@ def joint_state_msg(names: list[str], pos: FloatArray, vel: FloatArray, t: float
 
 
 def read_joint_state(m: Any, index: Mapping[str, int], pos: FloatArray, vel: FloatArray) -> float:
-    """Write the joints of ``index`` found in a ``JointState`` into ``pos`` and ``vel``; returns its
-    stamp (s). Joints the message does not name keep their values; other joints are ignored."""
+    """Write the joints of ``index`` from a ``JointState`` into ``pos`` and ``vel``; returns its
+    stamp (s). Other joints in the message are ignored. A message that does not name every joint of
+    ``index`` is refused, naming those it lacks: taking the others would leave those at stale values."""
     if len(m.position) != len(m.name) or len(m.velocity) != len(m.name):
         raise MessageError("joint_states: name, position and velocity must have the same length")
+    if not index.keys() <= set(m.name):
+        missing = [j for j in index if j not in set(m.name)]
+        raise MessageError(f"joint_states lacks joints {missing}; this task needs {list(index)}")
     position, velocity = np.frombuffer(m.position), np.frombuffer(m.velocity)
     _finite(position, "joint_states position")
     _finite(velocity, "joint_states velocity")

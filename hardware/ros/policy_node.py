@@ -51,7 +51,12 @@ from robolearn.hardware.ros._rclpy import (
     sensor_qos,
 )
 from robolearn.hardware.ros.messages import MessageError, make_codec
-from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
+from robolearn.hardware.ros.state_view import (
+    RemoteStateView,
+    required_sources,
+    tracked_frames,
+    tracked_joints,
+)
 from robolearn.hardware.safety import SafetyLayer
 from robolearn.policy.runtime import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.tasks import make_task_cfg
@@ -64,6 +69,73 @@ DEFAULT_ROBOTS = {"arm": "panda", "drone": "crazyflie", "car": "racecar"}
 TRIGGERS = ("timer", "observation")
 SAFETY_REPORT_PERIOD = 0.5
 """Seconds between messages on ``safety``."""
+MISSING_SOURCE_GRACE = 1.0
+"""Seconds after start before a required topic that has sent nothing is reported by name."""
+REPEAT_LOG_PERIOD = 10.0
+"""Seconds between repeats of one warning (a missing topic, a refused message on one topic): the
+first says what is expected, the repeats that it persists, not once per message (issue 12: 766
+identical lines in 20 s)."""
+MESSAGE_TYPES = {
+    "joint_states": ("sensor_msgs", "JointState"),
+    "task_state": ("std_msgs", "Float64MultiArray"),
+}
+"""Message type of each state topic other than ``frames/<name>`` (``nav_msgs/Odometry``)."""
+
+
+STAGES = ("arrival", "read", "observe", "policy", "safety", "publish", "step")
+"""Stages of one control step timed with ``profile_path`` (ms): ``arrival`` from the stamp of the
+message that completed the sample to its callback (the robot's publishing, DDS transport, rclpy's
+deserialization and the executor's wake-up; in timer mode, the tick's lateness), ``read`` that
+message into the view, ``observe`` the observation terms and the robot state, ``policy``
+normalization and network, ``safety`` the safety layer, ``publish`` encoding and publishing the
+command, ``step`` observe to publish."""
+MAX_PROFILED_STEPS = 200_000
+"""Steps kept by the profiler (preallocated: a control step allocates nothing for it)."""
+
+
+class StageProfile:
+    """Per-step stage times (ms), in a preallocated array; later steps past its size are not kept."""
+
+    def __init__(self, steps: int = MAX_PROFILED_STEPS) -> None:
+        self.times = np.zeros((steps, len(STAGES)))
+        self.count = 0
+
+    def add(self, arrival: float, read: float, marks: Sequence[float]) -> None:
+        """One step: ``marks`` are perf_counter readings (s) at the start and after each of observe,
+        policy, safety and publish."""
+        if self.count < len(self.times):
+            row = self.times[self.count]
+            row[0], row[1] = arrival * 1e3, read * 1e3
+            for k in range(4):
+                row[2 + k] = (marks[k + 1] - marks[k]) * 1e3
+            row[6] = (marks[4] - marks[0]) * 1e3
+            self.count += 1
+
+    def write(self, path: Path) -> None:
+        """The kept steps as ``{stage: [ms, ...]}``."""
+        kept = self.times[: self.count]
+        path.write_text(json.dumps({s: kept[:, i].tolist() for i, s in enumerate(STAGES)}))
+
+
+class ThrottledLog:
+    """Warnings by key: the first at once, repeats at most every :data:`REPEAT_LOG_PERIOD` seconds
+    with the number held back in between."""
+
+    def __init__(self, period: float = REPEAT_LOG_PERIOD) -> None:
+        self.period = period
+        self._next: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warning(self, key: str, text: str, count: bool = True) -> None:
+        """Log ``text`` unless ``key`` was logged less than a period ago; ``count`` the held-back
+        calls (messages; not the checks of a condition that persists)."""
+        now = time.monotonic()
+        if now < self._next.get(key, -math.inf):
+            self._held[key] = self._held.get(key, 0) + count
+            return
+        held = self._held.pop(key, 0)
+        log.warning("%s%s", text, f" ({held} more like it since the last report)" if held else "")
+        self._next[key] = now + self.period
 
 
 @dataclass(frozen=True)
@@ -93,6 +165,9 @@ class PolicyNodeParams:
     cpus: str = ""
     """CPUs the node's threads run on, comma-separated (``"1"``, ``"2,3"``); "" leaves them to the
     scheduler. A core of its own keeps the control step's code and data in that core's caches."""
+    profile_path: str = ""
+    """Write each control step's stage times (ms, see :data:`STAGES`) to this JSON file when the
+    node stops; "" keeps none (timing costs a few microseconds a step)."""
 
     def check(self) -> None:
         """Raise :class:`RosParameterError` naming a bad value."""
@@ -203,26 +278,34 @@ class PolicyNode:
             shapes = {k: v.shape for k, v in self.view.observe().items()}
         self.policy.check_compatible(self.cfg, shapes)
         self.stamps = dict.fromkeys(self.view.sources, -math.inf)
+        self.required = required_sources(self.cfg)
+        """The sources without which the node commands nothing; their oldest stamp feeds the watchdog."""
+        self.throttled = ThrottledLog()
         self._last_step_count = 0
         self._acted_stamp = -math.inf
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.done = threading.Event()  # set only by close(): the node runs until interrupted
-        self.counts = {"commands": 0, "rejected_messages": 0, "stale_ticks": 0, "overruns": 0}
-
-        types = {
-            "joint_states": ("sensor_msgs", "JointState"),
-            "task_state": ("std_msgs", "Float64MultiArray"),
+        self.counts = {
+            "commands": 0,
+            "rejected_messages": 0,
+            "stale_ticks": 0,
+            "overruns": 0,
+            "deadline_misses": 0,
         }
+        self.profile = StageProfile() if params.profile_path else None
+        self._arrival = (0.0, 0.0)  # the newest message's stamp-to-callback time and read time (s)
+
         self.subs = [
             node.create_subscription(
-                msg(*types.get(src, ("nav_msgs", "Odometry"))),
+                msg(*MESSAGE_TYPES.get(src, ("nav_msgs", "Odometry"))),
                 src,
                 functools.partial(self._received, src),
                 sensor_qos(),
             )
             for src in self.view.sources
         ]
+        self.topics = {src: sub.topic_name for src, sub in zip(self.view.sources, self.subs, strict=True)}
         self.subs.append(
             node.create_subscription(msg("std_msgs", "Bool"), "estop", self._on_estop, latched_qos())
         )
@@ -248,17 +331,21 @@ class PolicyNode:
     # -- what the robot reports ------------------------------------------------------------------
     def _received(self, source: str, m: Any) -> None:
         """Take a message into the view; in observation mode, act on a complete new sample."""
+        entered, t0 = time.time(), time.perf_counter()
         with self._lock:
             try:
                 self.stamps[source] = self.view.read(source, m)
+                self._arrival = (entered - self.stamps[source], time.perf_counter() - t0)
             except MessageError as exc:
                 self.counts["rejected_messages"] += 1
-                log.warning("ignored a message on %s: %s", source, exc)
+                self.throttled.warning(
+                    f"refused {source}", f"ignored a message on {self.topics[source]}: {exc}"
+                )
                 return
-            if self.p.trigger != "observation":
+            if self.p.trigger != "observation" or source not in self.required:
                 return
             newest = self.stamps[source]
-            if newest <= self._acted_stamp or any(s != newest for s in self.stamps.values()):
+            if newest <= self._acted_stamp or any(self.stamps[s] != newest for s in self.required):
                 return
         self._act(time.time())
 
@@ -272,13 +359,19 @@ class PolicyNode:
         self.safety.reset()
 
     # -- acting --------------------------------------------------------------------------------
-    def _act(self, now: float) -> None:
-        """One control step: observation, policy, safety filter, command."""
+    def _act(self, now: float, arrival: tuple[float, float] | None = None) -> None:
+        """One control step: observation, policy, safety filter, command.
+
+        A step that takes longer than the control period misses its deadline: counted in
+        ``deadline_misses`` (on ``safety``) and logged, never skipped or hidden. ``arrival`` is what
+        :data:`STAGES` times before the step (s): the message's or the tick's delay, and its read.
+        """
+        t0 = time.perf_counter()
         with self._lock:
-            stamp = min(self.stamps.values())
+            stamp = self._oldest()
             if stamp == -math.inf:
                 return  # nothing from the robot yet: no command at all
-            self._acted_stamp = max(self.stamps.values())
+            self._acted_stamp = max(self.stamps[s] for s in self.required)
             step = int(self.view.step_count[0])
             if step < self._last_step_count:
                 self.view.new_episode()
@@ -286,14 +379,26 @@ class PolicyNode:
             self._last_step_count = step
             obs = self.view.observe()
             state = self.view.robot_state(stamp)
+        t1 = time.perf_counter()
         action = self.policy(obs)
+        t2 = time.perf_counter()
         self.safety.observed(stamp)
         command = self.safety.filter(action, state, now)
+        t3 = time.perf_counter()
         for role, m in self.codec.encode(command, now).items():
             self.pubs[role].publish(m)
+        t4 = time.perf_counter()
         with self._lock:
             self.view.record_action(command)
             self.counts["commands"] += 1
+            if self.profile is not None:
+                self.profile.add(*(arrival or self._arrival), (t0, t1, t2, t3, t4))
+        if t4 - t0 > self.period:
+            self.counts["deadline_misses"] += 1
+            self.throttled.warning(
+                "deadline",
+                f"a control step took {(t4 - t0) * 1e3:.2f} ms, over the {self.period * 1e3:g} ms period",
+            )
 
     def _run(self) -> None:
         try:
@@ -303,20 +408,41 @@ class PolicyNode:
                 log.exception("the control loop failed")
             self.done.set()
 
+    def _oldest(self) -> float:
+        """The oldest of the required sources' newest stamps (-inf while one has sent nothing)."""
+        return min(self.stamps[s] for s in self.required)
+
+    def _report_missing(self) -> None:
+        missing = [s for s in self.required if self.stamps[s] == -math.inf]
+        if missing:
+            expected = ", ".join(
+                f"{self.topics[s]} ({'/'.join(MESSAGE_TYPES.get(s, ('nav_msgs', 'Odometry')))})"
+                for s in missing
+            )
+            self.throttled.warning(
+                "missing",
+                f"nothing received yet on {expected}, sensor-data QoS (best effort); no command is sent "
+                f"until each of {[self.topics[s] for s in self.required]} has sent one (see docs/ros.md)",
+                count=False,
+            )
+
     def _loop(self) -> None:
         next_tick = time.monotonic()
         next_report = next_tick
+        check_missing = next_tick + MISSING_SOURCE_GRACE
         while not self._stop.is_set():
             now = time.time()
-            oldest = min(self.stamps.values())
+            oldest = self._oldest()
             stale = oldest > -math.inf and now - oldest > self.watchdog_timeout
             if stale:
                 self.counts["stale_ticks"] += 1
             if self.p.trigger == "timer" or stale:
-                self._act(now)
+                self._act(now, (time.monotonic() - next_tick, 0.0))
             if time.monotonic() >= next_report:
                 self._report()
                 next_report += SAFETY_REPORT_PERIOD
+            if oldest == -math.inf and time.monotonic() >= check_missing:
+                self._report_missing()
             next_tick += self.period
             delay = next_tick - time.monotonic()
             if delay < 0:
@@ -335,10 +461,12 @@ class PolicyNode:
         self.safety_pub.publish(msg("std_msgs", "String")(data=json.dumps(report)))
 
     def close(self) -> None:
-        """Stop the control loop."""
+        """Stop the control loop (and write the stage times, with ``profile_path``)."""
         self._stop.set()
         self._thread.join(timeout=2.0)
         self.done.set()
+        if self.profile is not None:
+            self.profile.write(Path(self.p.profile_path))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -252,10 +252,10 @@ class SimRobotNode:
         }
         self.bag = BagRecorder(Path(params.bag)) if params.bag else None
         if self.bag is not None:
-            for pub in [*self.pubs.values(), self.episode_pub]:
-                self.bag.add_topic(pub.topic_name, pub.msg_type)
-            for sub in self.subs.values():
-                self.bag.add_topic(sub.topic_name, sub.msg_type)
+            # A received topic is recorded with the profile it is subscribed with: the one
+            # policy_node offers (command_qos), which is what a replay should offer again.
+            for entity in [*self.pubs.values(), self.episode_pub, *self.subs.values()]:
+                self.bag.add_topic(entity.topic_name, entity.msg_type, entity.qos_profile)
         self._thread = threading.Thread(target=self._run, name="sim_robot_loop", daemon=True)
         self._thread.start()
         log.info(

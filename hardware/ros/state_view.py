@@ -11,6 +11,7 @@ once on a recording stand-in: the robot side publishes those, the policy side wa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from robolearn.hardware.robots import RobotState, robot_state
+from robolearn.hardware.robots import ArmState, RobotState, robot_state
 from robolearn.hardware.ros.messages import TaskStateLayout, read_joint_state, read_odometry, stamp_seconds
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks.core import Observation, ObsTerm, TaskCfg
@@ -100,6 +101,19 @@ def tracked_joints(cfg: TaskCfg) -> list[str]:
     return list(dict.fromkeys(j for r in reads for j in r.joints))
 
 
+def required_sources(cfg: TaskCfg) -> list[str]:
+    """The topics (relative names) without which the policy side cannot act: every tracked frame,
+    ``task_state``, and ``joint_states`` only where an observation term reads a joint.
+
+    Elsewhere the joints feed only :func:`robot_state` fields the safety layer does not limit by
+    (the arm's joint angles; its gripper opening, which a hold keeps at the last command), so a
+    robot may leave them out; :class:`RemoteStateView` takes them when they come.
+    """
+    reads_joints = any(r.joints for r in probe_reads(cfg).values())
+    frames = [f"frames/{f}" for f in tracked_frames(cfg)]
+    return [*frames, *(["joint_states"] if reads_joints else []), "task_state"]
+
+
 class RemoteSim:
     """The read side of a one-world backend, filled from messages.
 
@@ -165,6 +179,10 @@ class RemoteStateView:
         self.layout = TaskStateLayout(cfg)
         self.sources = [f"frames/{f}" for f in frames] + (["joint_states"] if joints else []) + ["task_state"]
         """The topics (relative names) the view is filled from."""
+        self.step_success = np.zeros(1, dtype=bool)
+        self.step_terminations = {k: np.zeros(1, dtype=bool) for k in cfg.terminations}
+        self.joints_measured = False
+        """Whether a ``joint_states`` message has been taken in (until then joints read 0)."""
 
     def read(self, source: str, m: Any) -> float:
         """Take in a message of one of :attr:`sources`; returns its stamp (s). Raises
@@ -173,7 +191,9 @@ class RemoteStateView:
         if source == "task_state":
             return self.layout.read(m, self.state, self.step_count)
         if source == "joint_states":
-            return read_joint_state(m, sim.joint_index, sim.jpos, sim.jvel)
+            stamp = read_joint_state(m, sim.joint_index, sim.jpos, sim.jvel)
+            self.joints_measured = True
+            return stamp
         frame = source.removeprefix("frames/")
         return read_odometry(m, sim.pos[frame], sim.quat[frame], sim.linvel[frame], sim.angvel[frame])
 
@@ -196,6 +216,16 @@ class RemoteStateView:
         for term in self._stateful:
             term.reset(self, ids)
 
+    def score_step(self) -> tuple[float, bool]:
+        """The reward and success of the step that led to the current state, in the simulator's
+        order: the success and termination conditions first, then the rewards (which may read them)."""
+        cfg = self.cfg
+        self.step_success[:] = np.asarray(cfg.success.fn(self, **cfg.success.params), dtype=bool)
+        for key, term in cfg.terminations.items():
+            self.step_terminations[key][:] = np.asarray(term.fn(self, **term.params), dtype=bool)
+        reward = sum(t.weight * float(np.asarray(t.fn(self, **t.params))[0]) for t in cfg.rewards.values())
+        return reward, bool(self.step_success[0])
+
     def observe(self) -> Observation:
         """The task's observation of this world, each entry without the batch axis (float32)."""
         obs: dict[str, Any] = {}
@@ -204,5 +234,15 @@ class RemoteStateView:
         return obs
 
     def robot_state(self, stamp: float) -> RobotState:
-        """The robot's state as the safety layer reads it (see :func:`robot_state`)."""
-        return robot_state(self, stamp)
+        """The robot's state as the safety layer reads it (see :func:`robot_state`).
+
+        Before any ``joint_states`` (a robot that need not publish them, see
+        :func:`required_sources`) an arm's gripper opening is the task's neutral one, which a hold
+        before the first command keeps, as the safety layer does without a state: not the 0 m
+        (closed) of joints nobody measured.
+        """
+        state = robot_state(self, stamp)
+        if isinstance(state, ArmState) and not self.joints_measured:
+            opening = self.neutral[list(self.cfg.action.names).index("gripper_opening")]
+            state = dataclasses.replace(state, gripper_opening=float(opening))
+        return state

@@ -188,3 +188,24 @@ class TransferBenchCfg:
         check_seed("--seed", self.seed)
         if self.work_dir is not None:
             check_output_dir("--work-dir", self.work_dir)
+
+
+@dataclass(frozen=True)
+class SysidBenchCfg:
+    """System identification (issue 19): MuJoCo data from a small arm with known perturbations (masses
+    +30 %, joint friction x2, gains -20 %, 20 ms command delay), fitted with robolearn sysid."""
+
+    episodes: int = 2
+    """Excitation episodes fitted."""
+    seconds: float = 4.0
+    """Length of each episode (s)."""
+    noise: float = 1e-4
+    """Standard deviation of the measurement noise added to positions (rad); velocities and efforts
+    get the same relative to their spread."""
+    seed: int = 0
+    """Seed of the excitation and of the noise."""
+
+    def check(self) -> None:
+        """Option ranges."""
+        if self.episodes < 1 or not (0 < self.seconds <= 60) or self.noise < 0:
+            raise ConfigError("episodes must be >= 1, seconds in (0, 60] and noise >= 0")

@@ -8,10 +8,15 @@ Three parts, each a set of contenders measured in turn:
   the raw limit: ``mujoco.batch`` stepping robolearn's compiled model five physics steps per call.
 - ``panda``: ``panda_pick_cube`` on ``mujoco_batch`` against ``mujoco.batch`` stepping its compiled
   model ``substeps`` physics steps per call.
-- ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``.
+- ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``; and, stepped
+  one world at a time as a researcher steps ``gymnasium.make``'s environment (issue 18),
+  ``robolearn/Ant-v0`` against Gymnasium's own ``Ant-v5``, and ``robolearn/PandaPickCube-v0``
+  against raw ``mujoco.mj_step`` on its compiled model with the same substeps.
 
 The raw engine runs no task code: from the same start as robolearn's environment it writes the
 controls that environment's action term made of the same actions (recorded beforehand), then steps.
+One-world Gymnasium environments (robolearn's and Gymnasium's) are reset when an episode ends, as
+their user does.
 
 Every contender steps with random actions drawn before timing, so drawing them is not timed.
 Contenders of a part run alternately (in reverse order every other round) for ``rounds`` rounds,
@@ -47,7 +52,7 @@ import numpy.typing as npt
 from robolearn.bench.config import SimBenchCfg
 from robolearn.bench.report import machine_info, ratio, usable_cpus, versions
 from robolearn.envs.task_env import TaskEnv
-from robolearn.tasks import make_task_cfg, task_names
+from robolearn.tasks import gym_id, make_task_cfg, task_names
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +61,20 @@ GYMNASIUM = "gymnasium async"
 ENVPOOL = "envpool"
 RAW = "raw mujoco.batch"
 
-GOALS = {"ant_vs_envpool": 1.3, "ant_vs_raw": 0.85, "panda_vs_raw": 0.7}
+RAW_ONE = "raw mj_step"
+GYM_ANT_ID = "Ant-v5"
+PICK_CUBE = "panda_pick_cube"
+
+GOALS = {
+    "ant_vs_envpool": 1.3,
+    "ant_vs_raw": 0.85,
+    "panda_vs_raw": 0.7,
+    "one_world_vs_gymnasium": 1.0,
+    "pick_cube_one_world_vs_raw": 0.8,
+}
 """Targets on a 2-core machine: batched Ant against EnvPool and against its raw engine, batched Panda
-against its raw engine."""
+against its raw engine; one world of Ant against Gymnasium's Ant-v5 and of pick-cube against raw
+``mj_step`` (issue 18)."""
 ACTION_BATCHES = 64
 """Distinct pre-drawn action batches each contender cycles through."""
 SINGLE_BACKENDS = ("mujoco", "pybullet")
@@ -267,6 +283,69 @@ def _single_contenders(
     return contenders, unavailable
 
 
+def _gym_one_world(env_id: str, actions: npt.NDArray[Any], seed: int, note: str) -> _Contender:
+    """A ``gymnasium.make`` environment stepped one world at a time, reset where an episode ends."""
+    env = gymnasium.make(env_id)
+    env.reset(seed=seed)
+
+    def step(i: int) -> None:
+        _, _, terminated, truncated, _ = env.step(actions[i % ACTION_BATCHES])
+        if terminated or truncated:
+            env.reset()
+
+    return _Contender(env_id, step, 1, note, env.close)
+
+
+def _one_world_actions(env: Any, rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """(ACTION_BATCHES, A) actions uniform in a one-world environment's action space."""
+    space = env.action_space
+    return rng.uniform(space.low, space.high, size=(ACTION_BATCHES, *space.shape)).astype(np.float32)
+
+
+def _one_world_ant(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
+    """``robolearn/Ant-v0`` and Gymnasium's ``Ant-v5`` (the same model and physics), one world each."""
+    ours_id = gym_id("ant")
+    probe = gymnasium.make(GYM_ANT_ID)
+    actions = _one_world_actions(probe, rng)
+    probe.close()
+    return [
+        _gym_one_world(ours_id, actions, cfg.seed, f"gymnasium.make({ours_id!r}), backend mujoco"),
+        _gym_one_world(GYM_ANT_ID, actions, cfg.seed, f"gymnasium.make({GYM_ANT_ID!r})"),
+    ]
+
+
+def _one_world_pick_cube(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
+    """``robolearn/PandaPickCube-v0`` one world, and raw ``mj_step`` on its compiled model.
+
+    The raw contender starts from the environment's first state and writes the controls its action
+    term made of the same actions (recorded by stepping it through them once; then it is reset with
+    the same seed), stepping ``substeps`` physics steps per call.
+    """
+    ours_id = gym_id(PICK_CUBE)
+    env = gymnasium.make(ours_id)
+    env.reset(seed=cfg.seed)
+    actions = _one_world_actions(env, rng)
+    sim: Any = env.unwrapped.vec.sim  # type: ignore[attr-defined]
+    model = sim.model
+    data = mujoco.MjData(model)
+    mujoco.mj_copyData(data, model, sim.data)
+    controls = np.empty((ACTION_BATCHES, sim.num_controls))
+    for i, action in enumerate(actions):
+        env.step(action)
+        controls[i] = sim.data.ctrl
+    env.close()
+    substeps = make_task_cfg(PICK_CUBE).substeps
+
+    def step(i: int) -> None:
+        data.ctrl[:] = controls[i % ACTION_BATCHES]
+        mujoco.mj_step(model, data, nstep=substeps)
+
+    return [
+        _gym_one_world(ours_id, actions, cfg.seed, f"gymnasium.make({ours_id!r}), backend mujoco"),
+        _Contender(RAW_ONE, step, 1, f"mujoco.mj_step(nstep={substeps}) on the same model", lambda: None),
+    ]
+
+
 def _time_part(
     part: str,
     contenders: list[_Contender],
@@ -330,6 +409,36 @@ def _ratios(ant: dict[str, Any] | None, panda: dict[str, Any] | None) -> dict[st
     return ratios
 
 
+def _one_world_ratios(figures: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """The headline ratios of the one-world parts, from each contender's figure of one kind."""
+    ant, pick = figures["ant"], figures[PICK_CUBE]
+    return {
+        "one_world_vs_gymnasium": ratio(ant[gym_id("ant")], ant[GYM_ANT_ID]),
+        "pick_cube_one_world_vs_raw": ratio(pick[gym_id(PICK_CUBE)], pick[RAW_ONE]),
+    }
+
+
+def _one_world_parts(
+    cfg: SimBenchCfg, rng: np.random.Generator, say: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, dict[str, list[float]]]], dict[str, Any]]:
+    """Time the one-world comparisons; return their rows, every run's rates and the summary entries
+    (figures and ratios, wall-clock and, under ``per_cpu_second``, per CPU-second)."""
+    rows: list[dict[str, Any]] = []
+    runs: dict[str, dict[str, dict[str, list[float]]]] = {}
+    wall: dict[str, Any] = {}
+    cpu: dict[str, Any] = {}
+    for task, build in (("ant", _one_world_ant), (PICK_CUBE, _one_world_pick_cube)):
+        label = f"one world {task}"
+        say(f"{label}: building one world per contender")
+        part_rows, runs[label] = _time_part(label, build(cfg, rng), {}, gym_id(task), cfg, say)
+        rows += part_rows
+        wall[task] = _figures(runs[label], {})
+        cpu[task] = _figures(runs[label], {}, "steps_per_cpu_s")
+    summary = {"one_world": wall} | _one_world_ratios(wall)
+    summary["per_cpu_second"] = {"one_world": cpu} | _one_world_ratios(cpu)
+    return rows, runs, summary
+
+
 def run_sim_bench(
     cfg: SimBenchCfg, progress: Callable[[str], None] | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -365,14 +474,14 @@ def run_sim_bench(
     for part in batched:
         summary[part] = _figures(runs[part], unavailable[part])
     summary |= _ratios(summary.get("ant"), summary.get("panda"))
-    summary["goals"] = {
-        key: {"goal": goal, "met": None if summary[key] is None else summary[key] >= goal}
-        for key, goal in GOALS.items()
-        if key in summary
-    }
     per_cpu = {part: _figures(runs[part], unavailable[part], "steps_per_cpu_s") for part in batched}
     summary["per_cpu_second"] = per_cpu | _ratios(per_cpu.get("ant"), per_cpu.get("panda"))
     if "single" in cfg.parts:
+        part_rows, one_world_runs, one_world = _one_world_parts(cfg, rng, say)
+        rows += part_rows
+        runs |= one_world_runs
+        summary["per_cpu_second"] |= one_world.pop("per_cpu_second")
+        summary |= one_world
         summary["single"] = {}
         for task in task_names():
             contenders, missing = _single_contenders(task, cfg, rng)
@@ -380,6 +489,11 @@ def run_sim_bench(
             part_rows, runs[label] = _time_part(label, contenders, missing, "mujoco", cfg, say)
             rows += part_rows
             summary["single"][task] = _figures(runs[label], missing)
+    summary["goals"] = {
+        key: {"goal": goal, "met": None if summary[key] is None else summary[key] >= goal}
+        for key, goal in GOALS.items()
+        if key in summary
+    }
     summary["runs"] = runs
     summary["machine"]["load_average_1min_at_end"] = os.getloadavg()[0]
     return rows, summary

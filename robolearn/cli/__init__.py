@@ -44,6 +44,7 @@ COMMANDS: dict[str, Subcommand] = {
     "launch": Subcommand("robolearn.cli.launch", "LaunchCmd", "run_launch"),
     "record": Subcommand("robolearn.cli.record", "RecordCmd", "run_record"),
     "reward": Subcommand("robolearn.cli.reward", "RewardCmd", "run_reward"),
+    "sysid": Subcommand("robolearn.cli.sysid", "SysidCmd", "run_sysid"),
 }
 """Every subcommand, in the order ``robolearn --help`` lists them."""
 

@@ -9,7 +9,13 @@ from typing import Annotated
 
 import tyro
 
-from robolearn.bench.config import DeployBenchCfg, LearnBenchCfg, SimBenchCfg, TransferBenchCfg
+from robolearn.bench.config import (
+    DeployBenchCfg,
+    LearnBenchCfg,
+    SimBenchCfg,
+    SysidBenchCfg,
+    TransferBenchCfg,
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,7 @@ class BenchCmd:
         | Annotated[LearnBenchCfg, tyro.conf.subcommand("learn")]
         | Annotated[DeployBenchCfg, tyro.conf.subcommand("deploy")]
         | Annotated[TransferBenchCfg, tyro.conf.subcommand("transfer")]
+        | Annotated[SysidBenchCfg, tyro.conf.subcommand("sysid")]
     ]
 
     def check(self) -> None:
@@ -51,6 +58,11 @@ def run_bench(cmd: BenchCmd) -> None:
 
         rows, summary = run_deploy_bench(what, progress=_say)
         print(format_deploy_table(rows))
+    elif isinstance(what, SysidBenchCfg):
+        from robolearn.bench.sysid import format_sysid_table, run_sysid_bench
+
+        rows, summary = run_sysid_bench(what, progress=_say)
+        print(format_sysid_table(rows))
     else:
         from robolearn.bench.transfer import format_transfer_table, run_transfer_bench
 

@@ -33,7 +33,8 @@ def run_train(cmd: TrainCfg) -> None:
         bar.set_postfix(
             steps_s=f"{live['steps_per_s']:.0f}",
             upd_s=f"{live['updates_per_s']:.0f}",
-            success=f"{live['success']:.2f}",
+            # Absent where the task has no notion of success (a Gymnasium env without is_success).
+            **({"success": f"{live['success']:.2f}"} if "success" in live else {}),
             ret=f"{live['return']:.1f}",
             refresh=False,
         )
@@ -42,8 +43,10 @@ def run_train(cmd: TrainCfg) -> None:
         summary = train(cmd, progress)
     finally:
         bar.close()
+    rate = summary["success_rate"]
+    outcome = f"success {rate:.1%}" if rate is not None else f"return {summary['return_mean']:.1f}"
     print(
-        f"{summary['task']}: success {summary['success_rate']:.1%} after {summary['env_steps']} env steps "
+        f"{summary['task']}: {outcome} after {summary['env_steps']} env steps "
         f"in {summary['wall_minutes']:.1f} min"
     )
     print(

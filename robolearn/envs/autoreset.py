@@ -55,6 +55,18 @@ def step_info(info: dict[str, Any], key: str, num_envs: int) -> tuple[npt.NDArra
     return values, present
 
 
+def step_success(info: dict[str, Any], num_envs: int) -> tuple[BoolArray, BoolArray]:
+    """Each world's success in the step just taken (any of :data:`SUCCESS_KEYS`), and which
+    worlds reported one."""
+    success = np.zeros(num_envs, dtype=bool)
+    reported = np.zeros(num_envs, dtype=bool)
+    for key in SUCCESS_KEYS:
+        values, present = step_info(info, key, num_envs)
+        success |= values.astype(bool) & present
+        reported |= present
+    return success, reported
+
+
 class EndedEpisodes(NamedTuple):
     """The episodes that ended in one step, one entry per world in ``worlds``."""
 
@@ -94,12 +106,9 @@ class EpisodeStatistics:
         """Count one step of every world; return the episodes it ended (their counters restart)."""
         self.returns += np.asarray(reward, np.float64)
         self.lengths += 1
-        n = len(self.lengths)
-        for key in SUCCESS_KEYS:
-            success, present = step_info(info, key, n)
-            if present.any():
-                self.reports_success = True
-                self.successes |= success.astype(bool) & present
+        success, reported = step_success(info, len(self.lengths))
+        self.reports_success |= bool(reported.any())
+        self.successes |= success
         return self.end(np.asarray(terminated, bool) | np.asarray(truncated, bool))
 
     def end(self, mask: BoolArray, success: BoolArray | None = None) -> EndedEpisodes:

@@ -57,7 +57,7 @@ class GymVectorTask(VectorEnv):
         }
 
     def reset(
-        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, npt.NDArray[np.float32]], dict[str, Any]]:
         obs, info = self.vec.reset(seed=seed, options=options)
         return {"obs": np.asarray(obs, np.float32)}, info

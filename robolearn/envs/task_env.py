@@ -57,17 +57,22 @@ class TaskEnv(TaskWorlds, VectorEnv):
       observation (a dict of (k,) arrays; None elsewhere), ``info["final_info"]`` holds the
       step's info for those worlds, both marked by ``info["_final_obs"]`` and
       ``info["_final_info"]``; at the top level, those worlds' entries are False and unmasked
-      (Gymnasium puts the reset's info there, and ``reset`` reports none).
+      (Gymnasium puts the reset's info there, and ``reset`` reports none), and the keys are
+      absent when every world ended. :func:`robolearn.envs.autoreset.step_info` reads a key for
+      all worlds.
 
-    Episode statistics are not in the info: as for any Gymnasium vector env, wrap it in
-    ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for ``info["episode"]`` (return,
-    length, time; its ``_episode`` mask), and read an episode's success from the ``success`` of
-    its steps. robolearn's own loops count them with
-    :class:`~robolearn.envs.autoreset.EpisodeStatistics` (return, length, and whether the
-    success condition held at any step), reading the info through
-    :mod:`robolearn.envs.autoreset`.
+    Episode statistics are not in the info, so that code written for Gymnasium wraps this env as
+    any other: ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` adds ``info["episode"]``
+    (return ``r``, length ``l``, time ``t``) with its ``_episode`` mask, and an episode's success
+    is the ``success`` of its steps (``info["final_info"]["success"]`` at its last one; every
+    task that ends on success succeeds there). robolearn's own loops count them beside the env
+    with :class:`~robolearn.envs.autoreset.EpisodeStatistics`: return, length, and whether the
+    success condition held at any step. The task's own counters (``episode_return``,
+    ``step_count``, ``episode_success``) already belong to the next episode when an ended one is
+    reported.
     """
 
+    # On the class: gym.make and make_vec read the render modes before making an env (issue 12).
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": list(RENDER_MODES)}  # noqa: RUF012
 
     def __init__(
@@ -153,6 +158,7 @@ class TaskGymEnv(gym.Env):
     ``sim_unstable`` as Python bools.
     """
 
+    # On the class: gym.make reads the render modes before making the env (issue 12).
     metadata = {"render_modes": list(RENDER_MODES)}  # noqa: RUF012
 
     def __init__(

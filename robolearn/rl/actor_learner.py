@@ -21,10 +21,10 @@ import numpy.typing as npt
 import torch
 
 from robolearn.data.episodes import EpisodeWriter
-from robolearn.envs.autoreset import EndedEpisodes, EpisodeStatistics, step_info, transition_next_obs
+from robolearn.envs.autoreset import EndedEpisodes, EpisodeStatistics, step_success, transition_next_obs
 from robolearn.hil.interventions import Interventions, InterventionStats
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
-from robolearn.rl.replay import Batch, ReplayBuffer, sample_symmetric
+from robolearn.rl.replay import Batch, ReplayBuffer, sample_training_batch
 from robolearn.rl.sac import SAC
 
 Weights = dict[str, npt.NDArray[np.float32]]
@@ -187,7 +187,7 @@ class ActorRole:
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         env_episodes = self.stats.step(reward, terminated, truncated, info)  # the env's own outcome
         final_next = transition_next_obs(next_obs, info)
-        success = step_info(info, "success", n)[0].astype(bool)
+        success = step_success(info, n)[0]
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         env_ended = terminated | truncated
         forced_success = np.zeros(n, bool)
@@ -262,12 +262,17 @@ class LearnerRole:
         self.episodes = EpisodeStats()
         self.version = 0
         self.intervened_transitions = 0
+        self.stride = 1
+        """Transitions the actor adds per step (one per world): a successor is this many slots on."""
+        self._norm_count = -1.0
+        self._norm_stats: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def ingest(self, block: bool = False, timeout: float | None = None) -> int:
         """Move received transitions into the online buffer; returns how many arrived."""
         received = 0
         for item in self.exchange.receive_transitions(block=block, timeout=timeout):
             self.online.add(item.batch)
+            self.stride = item.env_steps
             if item.intervened is not None and item.intervened.any():
                 self._add_demos(item.batch, np.flatnonzero(item.intervened))
             self.obs_norm.update(self.layout.flatten(item.batch.obs))
@@ -283,21 +288,54 @@ class LearnerRole:
         self.demos.add(batch.select(idx))
         self.intervened_transitions += len(idx)
 
+    def sample(self, n: int) -> tuple[torch.Tensor, ...]:
+        """``n`` transitions as normalized tensors on the learner's device: obs, action, reward,
+        next obs, terminated and the bootstrap discount (``gamma ** k`` after k summed rewards)."""
+        cfg = self.agent.cfg
+        batch, discount = sample_training_batch(
+            self.online,
+            self.demos,
+            n,
+            cfg.demo_fraction,
+            self.rng,
+            n_step=cfg.n_step,
+            gamma=cfg.gamma,
+            online_stride=self.stride,
+        )
+        return self.tensors(batch, discount)
+
+    def tensors(self, batch: Batch, discount: npt.NDArray[np.float32]) -> tuple[torch.Tensor, ...]:
+        """A batch as normalized tensors on the learner's device (see :meth:`sample`)."""
+        n = len(batch.reward)
+        device = self.agent.device
+        # Observation and next observation flattened side by side and normalized in one go, in
+        # float32 on the learner's device: a few large operations instead of a dozen small ones.
+        flat = np.concatenate([self.layout.flatten(batch.obs), self.layout.flatten(batch.next_obs)])
+        both = self._normalize(torch.from_numpy(flat).to(device, non_blocking=True))
+
+        def tensor(x: npt.NDArray[Any]) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(device, non_blocking=True)
+
+        obs, next_obs = both[:n], both[n:]
+        action, reward, term = tensor(batch.action), tensor(batch.reward), tensor(batch.terminated)
+        return obs, action, reward, next_obs, term, tensor(discount)
+
+    def _normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """The running normalizer applied on the device; its statistics are copied there when they change."""
+        norm = self.obs_norm
+        stale = self._norm_stats is None or self._norm_stats[0].device != x.device
+        if stale or self._norm_count != norm.count:
+            self._norm_count = norm.count
+            mean = torch.as_tensor(norm.mean, dtype=torch.float32, device=x.device)
+            std = torch.as_tensor(norm.std, dtype=torch.float32, device=x.device)
+            self._norm_stats = (mean, std.reciprocal())
+        mean, inv_std = self._norm_stats
+        return ((x - mean) * inv_std).clamp_(-norm.clip, norm.clip)
+
     def update(self) -> dict[str, float]:
         """One learner step: ``utd_ratio`` critic updates and one actor update."""
         cfg = self.agent.cfg
-        n = cfg.batch_size * cfg.utd_ratio
-        batch = sample_symmetric(self.online, self.demos, n, cfg.demo_fraction, self.rng)
-        device = self.agent.device
-
-        def tensor(x: npt.NDArray[Any]) -> torch.Tensor:
-            return torch.as_tensor(x, device=device)
-
-        obs = tensor(self.obs_norm(self.layout.flatten(batch.obs)))
-        next_obs = tensor(self.obs_norm(self.layout.flatten(batch.next_obs)))
-        return self.agent.update(
-            obs, tensor(batch.action), tensor(batch.reward), next_obs, tensor(batch.terminated)
-        )
+        return self.agent.update(*self.sample(cfg.batch_size * cfg.utd_ratio))
 
     def weights(self) -> Weights:
         """The actor's parameters and the observation statistics, as numpy arrays."""

@@ -74,6 +74,8 @@ class DemoBuffer(ReplayBuffer):
         super().__init__(capacity, obs_shapes, action_dim)
         self.is_intervention = np.zeros(capacity, bool)
         """Per slot: the action came from a human (HIL-SERL's intervention), not the policy."""
+        self.episode_end = np.zeros(capacity, bool)
+        """Per slot: the last transition kept of its episode (for returns-to-go)."""
 
 
 def load_demo_buffer(
@@ -127,4 +129,6 @@ def load_demo_buffer(
         )
         flags = frames[INTERVENTION][idx].astype(bool) if INTERVENTION in frames else np.zeros(len(idx), bool)
         buffer.is_intervention[: len(buffer)] = flags[-len(buffer) :]
+        ends = np.r_[episode[idx][1:] != episode[idx][:-1], True]
+        buffer.episode_end[: len(buffer)] = ends[-len(buffer) :]
     return buffer

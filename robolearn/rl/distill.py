@@ -94,7 +94,8 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
     for it in range(cmd.iterations):
         beta = cmd.beta_decay**it
         student = _student(agent.actor, norm, layout, scaler)
-        steps, rollout_successes = cmd.steps_per_iteration // cmd.num_envs, []
+        steps = cmd.steps_per_iteration // cmd.num_envs
+        rollout_successes: list[bool] = []
         for _ in range(steps):
             label = expert(obs)
             action = label

@@ -169,3 +169,81 @@ def sample_symmetric(
         {k: np.concatenate([a.next_obs[k], b.next_obs[k]]) for k in a.next_obs},
         np.concatenate([a.terminated, b.terminated]),
     )
+
+
+def take_n_step(
+    buffer: ReplayBuffer, idx: npt.NDArray[np.int64], n_step: int, gamma: float, stride: int
+) -> tuple[Batch, npt.NDArray[np.float32]]:
+    """The transitions at ``idx`` with n-step returns, and each one's bootstrap discount.
+
+    A transition's successor in the same world is ``stride`` slots on (an actor adds one transition
+    per world per step). The sum of rewards stops early at a terminal state, at the end of an
+    episode (the successor's observation is not this transition's next observation), or at the
+    newest data; the discount is ``gamma ** k`` for the k rewards summed. ``n_step`` 1 is the
+    ordinary one-step transition with discount ``gamma``.
+    """
+    if n_step == 1:
+        return buffer.take(idx), np.full(len(idx), gamma, np.float32)
+    reward = buffer.reward[idx].astype(np.float64)
+    last = idx.copy()
+    count = np.ones(len(idx), np.int64)
+    alive = buffer.terminated[idx] < 0.5
+    age = (buffer.pos - 1 - idx) % buffer.capacity  # 0: the newest slot
+    for k in range(1, n_step):
+        j = (idx + k * stride) % buffer.capacity
+        ok = alive & (k * stride <= age)
+        for key in buffer.obs:
+            ok &= (buffer.obs[key][j] == buffer.next_obs[key][last]).reshape(len(idx), -1).all(axis=1)
+        reward[ok] += gamma**k * buffer.reward[j[ok]]
+        last[ok], count[ok] = j[ok], k + 1
+        alive = ok & (buffer.terminated[j] < 0.5)
+    batch = Batch(
+        {k: v[idx] for k, v in buffer.obs.items()},
+        buffer.action[idx],
+        reward.astype(np.float32),
+        {k: v[last] for k, v in buffer.next_obs.items()},
+        buffer.terminated[last],
+    )
+    return batch, (gamma**count).astype(np.float32)
+
+
+def sample_training_batch(
+    online: ReplayBuffer,
+    demos: ReplayBuffer | None,
+    batch_size: int,
+    demo_fraction: float,
+    rng: np.random.Generator,
+    *,
+    n_step: int = 1,
+    gamma: float = 0.99,
+    online_stride: int = 1,
+) -> tuple[Batch, npt.NDArray[np.float32]]:
+    """:func:`sample_symmetric` with n-step returns: the batch and each transition's discount.
+
+    Demonstrations are stored episode by episode (stride 1); the online buffer holds the worlds of
+    each actor step side by side (``online_stride``).
+    """
+    parts: list[tuple[Batch, npt.NDArray[np.float32]]] = []
+    n_demo = 0
+    if demos is not None and len(demos) > 0:
+        n_demo = batch_size if len(online) == 0 else round(batch_size * demo_fraction)
+    if n_demo:
+        parts.append(take_n_step(demos, rng.integers(0, len(demos), n_demo), n_step, gamma, 1))
+    if batch_size - n_demo:
+        if len(online) == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        idx = rng.integers(0, len(online), batch_size - n_demo)
+        parts.append(take_n_step(online, idx, n_step, gamma, online_stride))
+    if len(parts) == 1:
+        return parts[0]
+    (a, da), (b, db) = parts
+    return (
+        Batch(
+            {k: np.concatenate([a.obs[k], b.obs[k]]) for k in a.obs},
+            np.concatenate([a.action, b.action]),
+            np.concatenate([a.reward, b.reward]),
+            {k: np.concatenate([a.next_obs[k], b.next_obs[k]]) for k in a.next_obs},
+            np.concatenate([a.terminated, b.terminated]),
+        ),
+        np.concatenate([da, db]),
+    )

@@ -1,4 +1,4 @@
-"""Soft actor-critic with the RLPD recipe, in PyTorch.
+"""Soft actor-critic with the RLPD recipe, in PyTorch, and the critic options of issue 11.
 
 Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (2018): tanh-Gaussian actor,
 automatic temperature. Ball et al., "Efficient Online Reinforcement Learning with Offline Data"
@@ -6,12 +6,30 @@ automatic temperature. Ball et al., "Efficient Online Reinforcement Learning wit
 ensemble whose target takes the minimum over a random subset (REDQ, Chen et al. 2021), a high
 update-to-data ratio and symmetric sampling of demonstrations (see :mod:`robolearn.rl.replay`).
 
+Critic options (``SACConfig.critic_loss``, ``critic_norm``, ``target_network``, ``n_step``):
+
+- HL-Gauss classification critic: Farebrother et al., "Stop Regressing: Training Value Functions
+  via Classification for Scalable Deep RL" (ICML 2024). The critic outputs logits over bins of
+  the value range; the target is a Gaussian of width 0.75 bin widths around the TD target,
+  integrated over the bins, and the loss is the cross-entropy.
+- CrossQ: Bhatt et al., "CrossQ: Batch Normalization in Deep Reinforcement Learning for Greater
+  Sample Efficiency and Simplicity" (ICLR 2024). Batch renormalization (Ioffe, 2017) in the
+  critic, no target network: (s, a) and (s', a') go through the critic in one batch, so both
+  see the same normalization statistics.
+- n-step returns: the target bootstraps after n rewards (Sutton and Barto, ch. 7); the replay
+  sampler sums the rewards and passes the discount ``gamma ** k`` of each transition.
+
 The ensemble is one set of stacked weights: every layer of every critic is one batched matmul.
+The update is written as two loss functions of tensors (critic, actor) so that ``torch.compile``
+and bfloat16 autocast (``SACConfig.compile``, ``SACConfig.precision``) apply to them unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,31 +61,133 @@ class EnsembleLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num, 1, features))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, x.shape[-1:]) * self.weight + self.bias
+        # addcmul: the affine transform as one kernel (forward) instead of a product and a sum.
+        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:]), self.weight)
+
+
+class EnsembleBatchRenorm(nn.Module):
+    """Batch renormalization (Ioffe, "Batch Renormalization", NeurIPS 2017) per ensemble member.
+
+    Training normalizes with the batch's statistics, corrected towards the running ones by
+    ``r = clip(sigma_B / sigma, 1/r_max, r_max)`` and ``d = clip((mu_B - mu) / sigma, -d_max, d_max)``
+    (no gradient through r, d). During the first ``warmup`` training calls r = 1, d = 0 (plain batch
+    normalization), as CrossQ does while the running statistics settle. Evaluation uses the running
+    statistics. Input (E, B, F); statistics over B.
+    """
+
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+    steps: torch.Tensor
+
+    def __init__(
+        self,
+        num: int,
+        features: int,
+        momentum: float = 0.01,
+        r_max: float = 3.0,
+        d_max: float = 5.0,
+        warmup: int = 10_000,
+        eps: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num, 1, features))
+        self.bias = nn.Parameter(torch.zeros(num, 1, features))
+        self.register_buffer("running_mean", torch.zeros(num, 1, features))
+        self.register_buffer("running_var", torch.ones(num, 1, features))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.momentum, self.r_max, self.d_max, self.warmup, self.eps = momentum, r_max, d_max, warmup, eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            x_hat = (x - self.running_mean) * torch.rsqrt(self.running_var + self.eps)
+            return torch.addcmul(self.bias, x_hat, self.weight)
+        mean = x.mean(dim=1, keepdim=True)
+        var = x.var(dim=1, keepdim=True, unbiased=False)
+        std = torch.sqrt(var + self.eps)
+        x_hat = (x - mean) / std
+        with torch.no_grad():
+            if int(self.steps) >= self.warmup:
+                running_std = torch.sqrt(self.running_var + self.eps)
+                r = (std / running_std).clamp(1.0 / self.r_max, self.r_max)
+                d = ((mean - self.running_mean) / running_std).clamp(-self.d_max, self.d_max)
+                x_hat = x_hat * r + d
+            self.running_mean.lerp_(mean, self.momentum)
+            self.running_var.lerp_(var, self.momentum)
+            self.steps += 1
+        return torch.addcmul(self.bias, x_hat, self.weight)
 
 
 class CriticEnsemble(nn.Module):
-    """N Q-functions Q(s, a) with stacked weights; returns (N, B)."""
+    """N Q-functions Q(s, a) with stacked weights; returns (N, B), or (N, B, outputs) with ``outputs > 1``."""
 
     def __init__(
-        self, num: int, obs_dim: int, action_dim: int, hidden: tuple[int, ...], layer_norm: bool
+        self,
+        num: int,
+        obs_dim: int,
+        action_dim: int,
+        hidden: tuple[int, ...],
+        layer_norm: bool,
+        *,
+        norm: str | None = None,
+        outputs: int = 1,
     ) -> None:
         super().__init__()
         self.num = num
+        self.outputs = outputs
+        norm = norm if norm is not None else ("layer" if layer_norm else "none")
         layers: list[nn.Module] = []
         width = obs_dim + action_dim
+        if norm == "batch_renorm":  # CrossQ normalizes the input too
+            layers.append(EnsembleBatchRenorm(num, width))
         for h in hidden:
             layers.append(EnsembleLinear(num, width, h))
-            if layer_norm:
+            if norm == "layer":
                 layers.append(EnsembleLayerNorm(num, h))
-            layers.append(nn.ReLU())
+            elif norm == "batch_renorm":
+                layers.append(EnsembleBatchRenorm(num, h))
+            layers.append(nn.ReLU(inplace=True))  # in place: its input is a fresh tensor, never saved
             width = h
-        layers.append(EnsembleLinear(num, width, 1))
+        layers.append(EnsembleLinear(num, width, outputs))
         self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1).unsqueeze(0).expand(self.num, -1, -1)
-        return self.net(x).squeeze(-1)
+        out = self.net(x)
+        return out.squeeze(-1) if self.outputs == 1 else out
+
+
+class HLGauss(nn.Module):
+    """HL-Gauss targets and values over fixed bins (Farebrother et al., ICML 2024).
+
+    ``bins`` bins of equal width cover [v_min, v_max]; sigma = 0.75 bin widths, the ratio the paper
+    found robust across tasks.
+    """
+
+    edges: torch.Tensor
+    centers: torch.Tensor
+
+    def __init__(self, v_min: float, v_max: float, bins: int, sigma_ratio: float = 0.75) -> None:
+        super().__init__()
+        edges = torch.linspace(v_min, v_max, bins + 1)
+        self.register_buffer("edges", edges)
+        self.register_buffer("centers", 0.5 * (edges[1:] + edges[:-1]))
+        self.sigma = sigma_ratio * (v_max - v_min) / bins
+
+    def value(self, logits: torch.Tensor) -> torch.Tensor:
+        """Expected value of the categorical distribution: (..., bins) -> (...)."""
+        return torch.softmax(logits, dim=-1) @ self.centers
+
+    def target(self, value: torch.Tensor) -> torch.Tensor:
+        """Each bin's probability under N(value, sigma^2), renormalized to the range: (...) -> (..., bins)."""
+        value = value.clamp(self.edges[0], self.edges[-1])
+        cdf = torch.special.ndtr((self.edges - value.unsqueeze(-1)) / self.sigma)
+        mass = cdf[..., 1:] - cdf[..., :-1]
+        return mass / (cdf[..., -1:] - cdf[..., :1]).clamp_min(1e-6)
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of (E, B, bins) logits against the HL-Gauss targets of (B,) values, summed over E."""
+        probs = self.target(target).unsqueeze(0)
+        return -(probs * F.log_softmax(logits, dim=-1)).sum(-1).mean(dim=1).sum()
 
 
 class SAC(nn.Module):
@@ -78,9 +198,29 @@ class SAC(nn.Module):
         cfg.check()
         self.cfg = cfg
         self.device = device
+        self.action_dim = action_dim
         self.actor = Actor(obs_dim, action_dim, cfg.hidden)
-        self.critic = CriticEnsemble(cfg.num_critics, obs_dim, action_dim, cfg.hidden, cfg.layer_norm)
-        self.target_critic = CriticEnsemble(cfg.num_critics, obs_dim, action_dim, cfg.hidden, cfg.layer_norm)
+        self.hl_gauss = (
+            HLGauss(cfg.value_range[0], cfg.value_range[1], cfg.hl_gauss_bins)
+            if cfg.critic_loss == "hl_gauss"
+            else None
+        )
+        outputs = cfg.hl_gauss_bins if self.hl_gauss is not None else 1
+
+        def critic() -> CriticEnsemble:
+            return CriticEnsemble(
+                cfg.num_critics,
+                obs_dim,
+                action_dim,
+                cfg.critic_hidden or cfg.hidden,
+                cfg.layer_norm,
+                norm=cfg.critic_norm if cfg.critic_norm != "auto" else None,
+                outputs=outputs,
+            )
+
+        self.critic = critic()
+        # Without a target network (CrossQ) this copy is never read; it keeps checkpoints one shape.
+        self.target_critic = critic()
         self.target_critic.load_state_dict(self.critic.state_dict())
         self.target_critic.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.init_temperature)))
@@ -98,6 +238,13 @@ class SAC(nn.Module):
         self.critic_opt = torch.optim.Adam(self._critic_params, lr=cfg.critic_lr, fused=fused)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, fused=fused)
         self.updates = 0
+        self._critic_loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = self.critic_loss
+        self._actor_loss_fn: Callable[..., tuple[torch.Tensor, ...]] = self.actor_loss
+        if cfg.compile:
+            # Inductor fuses the small elementwise operations between the matmuls; compiling takes
+            # tens of seconds on two cores, so it is an option (see bench learn's throughput part).
+            self._critic_loss_fn = torch.compile(self.critic_loss, dynamic=False)
+            self._actor_loss_fn = torch.compile(self.actor_loss, dynamic=False)
 
     def optimizer_state(self) -> dict[str, dict[str, object]]:
         return {
@@ -111,41 +258,114 @@ class SAC(nn.Module):
         self.critic_opt.load_state_dict(state["critic"])
         self.alpha_opt.load_state_dict(state["alpha"])
 
-    def _critic_step(
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """bfloat16 matmuls where ``precision`` asks for them (AMX on x86 CPUs, tensor cores on CUDA)."""
+        enabled = self.cfg.precision == "bfloat16"
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled):
+            yield
+
+    # -- values ------------------------------------------------------------------------------
+    def q_values(self, critic: CriticEnsemble, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) of every member, (E, B): the critic's output, or its expectation over HL-Gauss bins."""
+        out = critic(obs, act)
+        return self.hl_gauss.value(out.float()) if self.hl_gauss is not None else out.float()
+
+    def _td_loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per-member TD loss, summed over members: squared error or HL-Gauss cross-entropy."""
+        if self.hl_gauss is not None:
+            return self.hl_gauss.loss(out.float(), target)
+        q = out.float()
+        return (q - target.unsqueeze(0)).square().mean(dim=1).sum()
+
+    def _pessimistic(self, q_next: torch.Tensor) -> torch.Tensor:
+        """Minimum over the ensemble, or over a random subset of it (REDQ)."""
+        cfg = self.cfg
+        if cfg.critic_subsample is not None and cfg.critic_subsample < cfg.num_critics:
+            pick = torch.randperm(cfg.num_critics, device=q_next.device)[: cfg.critic_subsample]
+            q_next = q_next[pick]
+        return q_next.min(dim=0).values
+
+    # -- losses ------------------------------------------------------------------------------
+    def critic_loss(
         self,
         obs: torch.Tensor,
         act: torch.Tensor,
         rew: torch.Tensor,
         next_obs: torch.Tensor,
         term: torch.Tensor,
-    ) -> torch.Tensor:
+        discount: torch.Tensor,
+        alpha: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The TD loss of the critic ensemble and Q(s, a) (mean over members, detached)."""
         cfg = self.cfg
-        alpha = self.log_alpha.exp().detach()
         with torch.no_grad():
             next_act, next_logp = self.actor.sample(next_obs)
-            q_next = self.target_critic(next_obs, next_act)
-            if cfg.critic_subsample is not None and cfg.critic_subsample < cfg.num_critics:
-                pick = torch.randperm(cfg.num_critics, device=obs.device)[: cfg.critic_subsample]
-                q_next = q_next[pick]
-            q_next = q_next.min(dim=0).values
+        if cfg.target_network:
+            with torch.no_grad():
+                q_next = self.q_values(self.target_critic, next_obs, next_act)
+            out = self.critic(obs, act)
+        else:
+            # CrossQ: one forward of [(s, a); (s', a')] so batch statistics cover both halves.
+            both = self.critic(torch.cat([obs, next_obs]), torch.cat([act, next_act]))
+            n = obs.shape[0]
+            out = both[:, :n]
+            with torch.no_grad():
+                q_next = both[:, n:].float()
+                q_next = self.hl_gauss.value(q_next) if self.hl_gauss is not None else q_next
+        with torch.no_grad():
+            v_next = self._pessimistic(q_next)
             if cfg.backup_entropy:
-                q_next = q_next - alpha * next_logp
-            target = rew + cfg.gamma * (1.0 - term) * q_next
-        q = self.critic(obs, act)
-        loss = F.mse_loss(q, target.unsqueeze(0).expand_as(q), reduction="none").mean(dim=1).sum()
+                v_next = v_next - alpha * next_logp
+            target = rew + discount * (1.0 - term) * v_next
+        loss = self._td_loss(out, target)
+        q = out.detach().float()
+        q = self.hl_gauss.value(q) if self.hl_gauss is not None else q
+        return loss, q.mean(dim=0)
+
+    def actor_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """SAC's actor loss, the temperature loss (they share no parameters) and the log-probabilities."""
+        alpha = self.log_alpha.exp()
+        act, logp = self.actor.sample(obs)
+        q = self.q_values(self.critic, obs, act).mean(dim=0)
+        actor_loss = (alpha.detach() * logp - q).mean()
+        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        return actor_loss, alpha_loss, logp.detach()
+
+    # -- steps -------------------------------------------------------------------------------
+    def critic_step(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        rew: torch.Tensor,
+        next_obs: torch.Tensor,
+        term: torch.Tensor,
+        discount: torch.Tensor,
+        extra: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """One gradient step of the critics (plus ``extra(obs, act)``, a regularizer such as Cal-QL's)."""
+        alpha = self.log_alpha.exp().detach()
+        with self.autocast():
+            loss, _ = self._critic_loss_fn(obs, act, rew, next_obs, term, discount, alpha)
+            if extra is not None:
+                loss = loss + extra(obs, act)
         self.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.critic_opt.step()
-        with torch.no_grad():
-            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
+        if self.cfg.target_network:
+            with torch.no_grad():
+                torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
         return loss.detach()
 
-    def _actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        alpha = self.log_alpha.exp()
-        act, logp = self.actor.sample(obs)
-        q = self.critic(obs, act).mean(dim=0)
-        actor_loss = (alpha.detach() * logp - q).mean()
-        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+    def actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One gradient step of the actor and the temperature; returns (actor loss, temperature, entropy)."""
+        crossq = not self.cfg.target_network
+        if crossq:
+            self.critic.eval()  # the actor's Q uses the running statistics, as CrossQ's does
+        with self.autocast():
+            actor_loss, alpha_loss, logp = self._actor_loss_fn(obs)
+        if crossq:
+            self.critic.train()
         self.actor_opt.zero_grad(set_to_none=True)
         self.alpha_opt.zero_grad(set_to_none=True)
         # One backward pass for both losses, which share no parameters (the actor's sees the temperature
@@ -153,7 +373,7 @@ class SAC(nn.Module):
         (actor_loss + alpha_loss).backward(inputs=[*self._actor_params, self.log_alpha])
         self.actor_opt.step()
         self.alpha_opt.step()
-        return actor_loss.detach(), alpha.detach(), -logp.detach().mean()
+        return actor_loss.detach(), self.log_alpha.detach().exp(), -logp.mean()
 
     def update(
         self,
@@ -162,18 +382,26 @@ class SAC(nn.Module):
         rew: torch.Tensor,
         next_obs: torch.Tensor,
         term: torch.Tensor,
+        discount: torch.Tensor | None = None,
     ) -> dict[str, float]:
         """``utd_ratio`` critic steps on consecutive slices of the batch, then one actor step.
 
-        The tensors hold ``utd_ratio * batch_size`` transitions, already normalized.
+        The tensors hold ``utd_ratio * batch_size`` transitions, already normalized; ``discount`` is
+        each transition's bootstrap discount (``gamma ** n`` for n-step returns; default ``gamma``).
         """
         b = self.cfg.batch_size
+        if discount is None:
+            discount = torch.full_like(rew, self.cfg.gamma)
         critic_losses = []
         for k in range(self.cfg.utd_ratio):
             s = slice(k * b, (k + 1) * b)
-            critic_losses.append(self._critic_step(obs[s], act[s], rew[s], next_obs[s], term[s]))
-        actor_loss, alpha, entropy = self._actor_step(obs[-b:])
+            critic_losses.append(self.critic_step(obs[s], act[s], rew[s], next_obs[s], term[s], discount[s]))
+        actor_loss, alpha, entropy = self.actor_step(obs[-b:])
         self.updates += self.cfg.utd_ratio
+        return self.metrics(torch.stack(critic_losses).mean(), actor_loss, alpha, entropy)
+
+    @staticmethod
+    def metrics(critic_loss: Any, actor_loss: Any, alpha: Any, entropy: Any) -> dict[str, float]:
         # One device-to-host copy for all metrics (one synchronization on a GPU, not four).
-        metrics = torch.stack([torch.stack(critic_losses).mean(), actor_loss, alpha, entropy]).tolist()
-        return dict(zip(("critic_loss", "actor_loss", "temperature", "entropy"), metrics, strict=True))
+        values = torch.stack([critic_loss, actor_loss, alpha, entropy]).tolist()
+        return dict(zip(("critic_loss", "actor_loss", "temperature", "entropy"), values, strict=True))

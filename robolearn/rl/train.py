@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from robolearn.data.episodes import EpisodeWriter
@@ -35,7 +36,7 @@ from robolearn.policy.network import policy_from_weights
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.rl.actor_learner import ActorRole, LearnerRole, LocalExchange, Weights
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
-from robolearn.rl.config import SACConfig, TrainCfg
+from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.rl.demos import collect_scripted_demos
 from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
@@ -92,6 +93,9 @@ def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
         raise CorruptFileError(f"--resume {run_dir}: no readable config.json ({exc})") from None
     sac: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["sac"].items()}
     saved["sac"] = SACConfig(**sac)
+    if "offline_cfg" in saved:
+        saved["offline_cfg"] = OfflineConfig(**saved["offline_cfg"])
+        saved["offline"] = tuple(Path(p) for p in saved["offline"])
     saved["out"], saved["resume"] = Path(saved["out"]), run_dir
     if steps is not None:
         saved["steps"] = steps
@@ -120,7 +124,7 @@ def train(
     if cfg.demos:
         from robolearn.data.reader import read_dataset
 
-        for root in cfg.demos:
+        for root in (*cfg.demos, *cfg.offline):
             read_dataset(root)  # a missing or malformed dataset fails here, before anything is written
     run_dir = _run_dir(cfg)
     resuming = cfg.resume is not None and (run_dir / "checkpoints" / LATEST).is_file()
@@ -172,9 +176,16 @@ def train(
                 n = len(demos)
                 demos.reward[:n] = reward_fn({k: v[:n] for k, v in demos.next_obs.items()})
                 demos.terminated[:n] = np.maximum(demos.terminated[:n], demos.reward[:n] > 0.5)
+        if cfg.offline:
+            offline = _pretrain(cfg, agent, layout, obs_shapes, scaler, obs_norm, state, int(seeds[3]))
+            if cfg.online_mode == "rlpd":  # RLPD keeps the offline data as half of every batch
+                demos = offline if demos is None else _joined(demos, offline)
 
     learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
     learner.env_steps = state.env_steps
+    if cfg.offline and not resuming and cfg.total_steps > 0:  # success after 0 online steps
+        result = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.eval_episodes)
+        state.evals.append(result | {"env_steps": 0, "minutes": 0.0, "offline_updates": agent.updates})
     if resuming:
         set_rng_state(learner.rng, loaded.state["learner_rng"])
 
@@ -188,12 +199,13 @@ def train(
         make_actor_policy,
         scaler,
         seed=int(seeds[0]) + state.env_steps,
-        random_steps=max(0, cfg.random_steps - state.env_steps),
+        # After pretraining the pretrained policy acts from the first step (WSRL's warm-up).
+        random_steps=0 if cfg.offline else max(0, cfg.random_steps - state.env_steps),
         interventions=interventions,
         reward_fn=reward_fn,
         recorder=recorder,
     )
-    if state.env_steps > 0:
+    if state.env_steps > 0 or cfg.offline:
         learner.publish()
 
     from torch.utils.tensorboard import SummaryWriter
@@ -205,19 +217,24 @@ def train(
     stop = threading.Event()
     thread = None
     if cfg.threaded:
-        thread = threading.Thread(target=actor.run, args=(stop, cfg.steps - state.env_steps), daemon=True)
+        thread = threading.Thread(
+            target=actor.run, args=(stop, cfg.total_steps - state.env_steps), daemon=True
+        )
         thread.start()
     logged_at = state.updates
+    # WSRL: the frozen pretrained policy collects the warm-up steps; no update changes it until then.
+    wsrl = bool(cfg.offline) and cfg.online_mode == "wsrl"
+    learning_starts = cfg.offline_cfg.warmup_steps if wsrl else cfg.learning_starts
     metrics: dict[str, float] = {}
     if interventions is not None:
         interventions.connect()
     try:
-        while state.env_steps < cfg.steps and not _succeeded(cfg, state) and not actor.quit_requested:
+        while state.env_steps < cfg.total_steps and not _succeeded(cfg, state) and not actor.quit_requested:
             if thread is None:
                 actor.step()
             arrived = learner.ingest(block=thread is not None, timeout=1.0)
             state.env_steps = learner.env_steps
-            if len(online) >= cfg.learning_starts:
+            if len(online) >= learning_starts:
                 # Keep the update-to-data ratio: one learner step (utd critic updates) per transition.
                 for _ in range(arrived):
                     metrics = learner.update()
@@ -228,7 +245,7 @@ def train(
                         writer.add_scalar(f"train/{k}", v, state.env_steps)
             state.updates = agent.updates
             state.episodes = len(learner.episodes.returns)
-            if state.env_steps >= next_eval or state.env_steps >= cfg.steps:
+            if state.env_steps >= next_eval or state.env_steps >= cfg.total_steps:
                 next_eval += cfg.eval_every
                 result = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.eval_episodes)
                 result |= {"env_steps": state.env_steps, "minutes": (time.perf_counter() - started) / 60}
@@ -311,6 +328,74 @@ def _demo_buffer(
             buffer.add(recorded.take(np.arange(len(recorded))))
             log.info("demonstrations from %s: %d transitions", root, len(recorded))
     return buffer
+
+
+def _offline_data(
+    cfg: TrainCfg, scaler: ActionScaler, obs_shapes: dict[str, tuple[int, ...]]
+) -> tuple[ReplayBuffer, npt.NDArray[np.float32]]:
+    """The ``--offline`` datasets as one buffer, with each transition's Monte-Carlo return-to-go."""
+    from robolearn.rl.demos import load_demo_buffer
+    from robolearn.rl.offline import returns_to_go
+
+    parts = [load_demo_buffer(root, scaler, obs_shapes, cfg.replay_capacity) for root in cfg.offline]
+    total = sum(len(p) for p in parts)
+    if total == 0:
+        raise TaskError(f"--offline {' '.join(map(str, cfg.offline))}: the datasets hold no transitions")
+    buffer = ReplayBuffer(total, obs_shapes, len(scaler.low))
+    returns = []
+    for part in parts:
+        n = len(part)
+        buffer.add(part.take(np.arange(n)))
+        returns.append(returns_to_go(part.reward[:n], part.episode_end[:n], cfg.sac.gamma))
+    return buffer, np.concatenate(returns)
+
+
+def _pretrain(
+    cfg: TrainCfg,
+    agent: SAC,
+    layout: ObsLayout,
+    obs_shapes: dict[str, tuple[int, ...]],
+    scaler: ActionScaler,
+    obs_norm: RunningNorm,
+    state: RunState,
+    seed: int,
+) -> ReplayBuffer:
+    """Offline pretraining on ``--offline`` (Cal-QL or IQL) for ``--offline-steps`` gradient steps."""
+    from robolearn.rl.offline import make_offline_algorithm
+
+    rng = np.random.default_rng(seed)
+    data, mc_return = _offline_data(cfg, scaler, obs_shapes)
+    obs_norm.update(layout.flatten(data.obs)[: len(data)])
+    algo = make_offline_algorithm(cfg.offline_algo, agent, layout.dim, cfg.offline_cfg)
+    exchange = LocalExchange()
+    sampler = LearnerRole(agent, layout, data, None, obs_norm, exchange, seed=int(rng.integers(2**31)))
+    started = time.perf_counter()
+    metrics: dict[str, float] = {}
+    b = cfg.sac.batch_size
+    for step in range(cfg.offline_steps):
+        idx = rng.integers(0, len(data), b)
+        obs, act, rew, next_obs, term, discount = sampler.tensors(data.take(idx), np.full(b, cfg.sac.gamma))
+        mc = torch.as_tensor(mc_return[idx], device=agent.device)
+        metrics = algo.update(obs, act, rew, next_obs, term, discount, mc)
+        if (step + 1) % 1_000 == 0:
+            log.info("offline %s: %d/%d updates %s", cfg.offline_algo, step + 1, cfg.offline_steps, metrics)
+    log.info(
+        "offline pretraining (%s): %d updates on %d transitions in %.1f s",
+        cfg.offline_algo,
+        cfg.offline_steps,
+        len(data),
+        time.perf_counter() - started,
+    )
+    state.updates = agent.updates
+    return data
+
+
+def _joined(a: ReplayBuffer, b: ReplayBuffer) -> ReplayBuffer:
+    """One buffer holding the transitions of both."""
+    out = ReplayBuffer(len(a) + len(b), a.obs_shapes, a.action_dim)
+    out.add(a.take(np.arange(len(a))))
+    out.add(b.take(np.arange(len(b))))
+    return out
 
 
 def _reward_fn(cfg: TrainCfg) -> Callable[[Any], Any] | None:

@@ -9,6 +9,7 @@ standard deviation. The result is a :class:`~robolearn.tasks.sim_params.SimParam
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -177,6 +178,24 @@ def _cost(residual_fn: Any, x: np.ndarray, params: Any) -> float:
     return float(r @ r)
 
 
+def _start_delay(params: Any, residual_fn: Any, step: float = 0.004) -> None:
+    """Start the delay where a scan of it finds the lowest cost (the rest nominal).
+
+    A delay shifts the phase of the whole response: from a start more than half a period of the
+    fastest excitation away, Levenberg-Marquardt settles in a neighbouring minimum. The scan's
+    candidates are rolled out as one batch, the same batched residual the finite differences use.
+    """
+    names = params.get_non_frozen_parameter_names()
+    row = names.index("command_delay")
+    grid = np.arange(0.0, FIT_MAX_DELAY + 1e-9, step)
+    x = np.repeat(params.as_vector()[:, None], len(grid), axis=1)
+    x[row] = grid
+    residuals, _, _ = residual_fn(x, params)
+    costs = sum((np.asarray(r) ** 2).sum(axis=0) for r in residuals)
+    params["command_delay"].value[:] = grid[int(np.argmin(costs))]
+    params.update_from_vector(params.as_vector())
+
+
 def identify(
     model: SysidModel,
     recordings: Sequence[Recording],
@@ -191,10 +210,13 @@ def identify(
     problem = build_problem(model, recordings, groups, payload_link)
     params, residual_fn = problem["params"], problem["residual_fn"]
     initial_cost = _cost(residual_fn, params.as_vector(), params)
+    if "command_delay" in problem["nominal"]:
+        _start_delay(params, residual_fn)
     lo, hi = params.get_bounds()
     # Parameters differ by orders of magnitude (kg m^2, s, multipliers): steps are taken in units of
     # each one's plausible range.
     x_scale = np.maximum(np.abs(params.as_nominal_vector()), (hi - lo) / 20.0)
+    quiet = io.StringIO()  # the optimiser's per-iteration table; the CLI owns the terminal
     fitted, opt_result = sysid.optimize(
         initial_params=params,
         residual_fn=residual_fn,
@@ -202,6 +224,7 @@ def identify(
         verbose=False,
         max_iters=max_iters,
         x_scale=x_scale,
+        output=quiet,
     )
     residuals, _, _ = residual_fn(opt_result.x, fitted)
     _, intervals = sysid.calculate_intervals(residuals, opt_result.jac)

@@ -81,8 +81,9 @@ class Recording:
         missing_u = sorted(set(model.actuators) - set(self.actuators))
         if missing_j or missing_u:
             raise SysidError(
-                f"{self.name}: the model of {model.robot} needs joints {missing_j} and actuators {missing_u} "
-                f"that the recording lacks (it has joints {list(self.joints)}, actuators {list(self.actuators)})"
+                f"{self.name}: the model of {model.robot} needs joints {missing_j} and actuators "
+                f"{missing_u} that the recording lacks (it has joints {list(self.joints)}, actuators "
+                f"{list(self.actuators)})"
             )
         jc = [self.joints.index(n) for n in model.joints]
         uc = [self.actuators.index(n) for n in model.actuators]

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 
 from robolearn.sim.backend import FloatArray
-from robolearn.sim.robot_description import ArmDescription
+from robolearn.sim.robot_description import ArmDescription, ArmKinematics
 from robolearn.sim.scene import (
     ActuatorCfg,
     CartesianImpedanceCfg,
@@ -45,7 +45,7 @@ def arm_robot(
     home: Sequence[float],
     *,
     controller: Controller = "cartesian",
-    tool_quat: tuple[float, float, float, float] = TOOL_DOWN,
+    tool_quat: tuple[float, float, float, float] | None = None,
     tool_offset: tuple[float, float, float] = (0.0, 0.0, 0.0),
     kp_pos: float = 2000.0,
     kd_pos: float = 180.0,
@@ -58,7 +58,8 @@ def arm_robot(
 ) -> RobotCfg:
     """The arm on the world origin in pose ``home`` (one value per arm joint), gripper open.
 
-    ``tool_quat`` is the orientation the Cartesian controller holds; ``tool_offset`` puts the tool
+    ``tool_quat`` is the orientation the Cartesian controller holds (None: the tool's orientation
+    at ``home``, so the controller starts without a rotation error); ``tool_offset`` puts the tool
     centre point off the end-effector link's origin (in its frame). The defaults suit a 1 m arm of
     about 20 kg (Panda, iiwa): stiff enough to track 1 m/s, critically damped for ~4 kg at the tool.
     """
@@ -72,6 +73,9 @@ def arm_robot(
             )
     actuators: list[ActuatorCfg] = []
     if controller == "cartesian":
+        if tool_quat is None:
+            kinematics = ArmKinematics(desc.asset, desc.joint_names, desc.ee_link, tool_offset)
+            tool_quat = kinematics.tool_quat(np.asarray(home, dtype=np.float64))
         actuators.append(CartesianImpedanceCfg("ee", tool_quat, kp_pos=kp_pos, kd_pos=kd_pos))
     else:
         effort = min((j.max_effort for j in desc.joints if j.max_effort), default=100.0)

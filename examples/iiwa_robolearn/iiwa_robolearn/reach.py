@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from iiwa_robolearn.robot import WORKSPACE_HIGH, WORKSPACE_LOW, description, iiwa_robot
 from robolearn.sim.backend import FloatArray, Marker
 from robolearn.sim.scene import CameraCfg, SceneCfg
 from robolearn.tasks import terms
@@ -24,10 +25,8 @@ from robolearn.tasks.core import (
 )
 from robolearn.tasks.robots.arm import ee_delta_action, ee_target_offset, servo_step
 
-from iiwa_robolearn.robot import WORKSPACE_HIGH, WORKSPACE_LOW, description, iiwa_robot
-
-GOAL_LOW = (0.4, -0.2, 0.25)
-GOAL_HIGH = (0.6, 0.2, 0.5)
+GOAL_LOW = (0.5, -0.2, 0.2)
+GOAL_HIGH = (0.7, 0.2, 0.45)
 TOLERANCE = 0.03
 
 
@@ -82,7 +81,9 @@ def make_cfg() -> TaskCfg:
         ),
         reset_events={
             "arm": EventTerm(terms.perturb_joints, {"joints": joints, "noise": 0.05}),
-            "goal": EventTerm(terms.sample_state_uniform, {"key": "goal", "low": GOAL_LOW, "high": GOAL_HIGH}),
+            "goal": EventTerm(
+                terms.sample_state_uniform, {"key": "goal", "low": GOAL_LOW, "high": GOAL_HIGH}
+            ),
         },
         state={"goal": (3,), "ee_target": (3,)},
         randomization=DomainRandCfg(

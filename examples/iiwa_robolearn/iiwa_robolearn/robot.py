@@ -21,11 +21,12 @@ from robolearn.tasks.robots.arm import arm_robot
 
 NAME = "iiwa"
 URDF = Path(pybullet_data.getDataPath()) / "kuka_iiwa" / "model.urdf"
-HOME = (0.0, 0.553, 0.0, -1.816, 0.0, 0.773, 0.0)
-"""Flange pointing down 0.35 m above the floor, 0.5 m in front of the base."""
-WORKSPACE_LOW = (0.3, -0.35, 0.1)
+HOME = (0.0, 0.733, 0.0, -1.485, 0.0, 0.923, 0.0)
+"""Flange pointing down 0.35 m above the floor, 0.6 m in front of the base (the elbow well inside
+its +-120 degree range, which a closer or lower pose nears)."""
+WORKSPACE_LOW = (0.4, -0.35, 0.1)
 """Lower corner of the box the controller keeps the tool in (m)."""
-WORKSPACE_HIGH = (0.75, 0.35, 0.65)
+WORKSPACE_HIGH = (0.8, 0.35, 0.65)
 """Upper corner of that box (m)."""
 
 

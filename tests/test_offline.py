@@ -1,0 +1,180 @@
+"""Offline pretraining (Cal-QL, IQL) and WSRL's warm-up, issue 11."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from robolearn.errors import ConfigError
+from robolearn.hil.config import RecordCmd
+from robolearn.hil.record import record
+from robolearn.policy.normalization import ActionScaler
+from robolearn.rl import train as train_module
+from robolearn.rl.checkpoint import load_checkpoint
+from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
+from robolearn.rl.offline import CalQL, IQL, returns_to_go
+from robolearn.rl.sac import SAC
+from robolearn.rl.train import train
+
+SMALL = SACConfig(hidden=(64, 64), batch_size=128)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Any:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as training runs; more threads spin against each other on 2 cores
+    yield
+    torch.set_num_threads(before)
+
+
+def _dataset(n: int = 128) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(0)
+    obs, act = torch.randn(n, 5), torch.rand(n, 2) * 2 - 1
+    rew = obs[:, 0] - act[:, 0].square()
+    term = torch.zeros(n)
+    return obs, act, rew, torch.randn(n, 5), term, torch.full((n,), 0.9), rew * 2
+
+
+def _fit(algo: str, cql_alpha: float = 5.0) -> tuple[SAC, dict[str, float], dict[str, float]]:
+    torch.manual_seed(1)
+    agent = SAC(5, 2, SACConfig(hidden=(32, 32), batch_size=128), torch.device("cpu"))
+    cfg = OfflineConfig(cql_alpha=cql_alpha)
+    method = CalQL(agent, cfg) if algo == "calql" else IQL(agent, 5, cfg)
+    batch = _dataset()
+    first = method.update(*batch)
+    for _ in range(150):
+        last = method.update(*batch)
+    return agent, first, last
+
+
+def _gap(agent: SAC) -> float:
+    """Q of the data's actions minus Q of uniformly random actions."""
+    obs, act = _dataset()[:2]
+    torch.manual_seed(2)
+    with torch.no_grad():
+        q_data = agent.q_values(agent.critic, obs, act).mean()
+        q_random = agent.q_values(agent.critic, obs, torch.rand_like(act) * 2 - 1).mean()
+    return float(q_data - q_random)
+
+
+@pytest.mark.parametrize("algo", ["calql", "iql"])
+def test_offline_losses_fall_on_a_tiny_dataset(algo: str) -> None:
+    agent, first, last = _fit(algo)
+    assert last["critic_loss"] < 0.5 * first["critic_loss"], (first, last)
+    assert last["actor_loss"] < first["actor_loss"]
+    if algo == "calql":  # conservative: actions outside the data are valued lower than without it
+        plain, _, _ = _fit(algo, cql_alpha=0.0)
+        assert _gap(agent) > _gap(plain) + 0.05
+    else:
+        assert last["value_loss"] < first["value_loss"]
+
+
+def test_returns_to_go_restart_at_each_episode() -> None:
+    rtg = returns_to_go(np.array([1.0, 1.0, 1.0, 2.0]), np.array([False, True, False, True]), 0.5)
+    np.testing.assert_allclose(rtg, [1.5, 1.0, 2.0, 2.0])
+
+
+def test_offline_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="--offline-steps needs --offline"):
+        TrainCfg(task="panda_reach", offline_steps=10).check()
+    with pytest.raises(ConfigError, match="--online-steps is the online phase"):
+        TrainCfg(task="panda_reach", online_steps=10).check()
+    with pytest.raises(ConfigError, match="expectile"):
+        OfflineConfig(expectile=1.0).check()
+
+
+@pytest.fixture(scope="module")
+def expert_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("offline") / "reach"
+    record(RecordCmd("panda_reach", device="scripted", episodes=8, out=out, display="none", seed=3))
+    return out
+
+
+def _cfg(tmp_path: Path, dataset: Path, **kw: Any) -> TrainCfg:
+    base: dict[str, Any] = dict(
+        task="panda_reach",
+        backend="mujoco_batch",
+        num_envs=4,
+        seed=0,
+        out=tmp_path,
+        name="run",
+        offline=(dataset,),
+        eval_episodes=10,
+        final_eval_episodes=20,
+        checkpoint_every=100_000,
+        video=False,
+        sac=SMALL,
+    )
+    return TrainCfg(**(base | kw))
+
+
+@pytest.mark.parametrize("algo", ["iql", "calql"])
+def test_pure_offline_rl_learns_reach_from_expert_episodes(
+    tmp_path: Path, expert_dataset: Path, algo: str
+) -> None:
+    summary = train(_cfg(tmp_path, expert_dataset, offline_algo=algo, offline_steps=1_500, online_steps=0))
+    # A uniformly random policy succeeds on panda_reach in under 5% of episodes.
+    assert summary["success_rate"] >= 0.5, summary
+    assert summary["env_steps"] == 0 and summary["updates"] == 1_500
+
+
+def test_wsrl_warm_up_acts_with_the_frozen_pretrained_policy(
+    tmp_path: Path, expert_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    acted: list[tuple[int, np.ndarray]] = []  # (id of the weights, physical actions) of exploring calls
+    build = train_module.policy_from_weights
+
+    def recording(weights: Any, *args: Any) -> Any:
+        policy = build(weights, *args)
+        act = policy.act
+
+        def record_act(obs: Any, explore: bool = False) -> np.ndarray:
+            action = act(obs, explore)
+            if explore:
+                acted.append((id(weights), action))
+            return action
+
+        policy.act = record_act
+        return policy
+
+    monkeypatch.setattr(train_module, "policy_from_weights", recording)
+    warmup = 120
+    cfg = _cfg(
+        tmp_path,
+        expert_dataset,
+        offline_algo="calql",
+        offline_steps=50,
+        online_steps=warmup,
+        offline_cfg=OfflineConfig(warmup_steps=warmup),
+    )
+    summary = train(cfg)
+    assert summary["updates"] == 50  # no online update during the warm-up
+    assert len({w for w, _ in acted}) == 1  # one set of weights: the pretrained policy, frozen
+    online = load_checkpoint(tmp_path / "run").replay("online")
+    assert online is not None and len(online) == warmup
+    scaler = ActionScaler(*_action_bounds())
+    np.testing.assert_allclose(online.action[:warmup], scaler.to_unit(np.concatenate([a for _, a in acted])))
+
+
+def _action_bounds() -> tuple[np.ndarray, np.ndarray]:
+    from robolearn.envs.task_env import TaskEnv
+
+    env = TaskEnv("panda_reach", "mujoco_batch", 1)
+    low, high = env.single_action_space.low, env.single_action_space.high
+    env.close()
+    return low, high
+
+
+def test_rlpd_mode_keeps_the_offline_data(tmp_path: Path, expert_dataset: Path) -> None:
+    cfg = _cfg(
+        tmp_path, expert_dataset, offline_algo="iql", offline_steps=20, online_steps=40, online_mode="rlpd"
+    )
+    cfg = TrainCfg(**(cfg.__dict__ | {"learning_starts": 20}))
+    summary = train(cfg)
+    assert summary["updates"] > 20  # online updates followed the offline ones
+    demos = load_checkpoint(tmp_path / "run").replay("demos")
+    assert demos is not None and len(demos) > 100

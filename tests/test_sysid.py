@@ -1,0 +1,212 @@
+"""System identification (issue 19): recovery of known perturbations, the parameter file, recordings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robolearn.sim.scene import IdentifiedDynamics
+from robolearn.sysid.excitation import joint_excitation, multisine
+from robolearn.sysid.fit import identify, simulate
+from robolearn.sysid.model import SysidError, SysidModel, model_from_mjcf
+from robolearn.sysid.recording import Recording, read_recordings, write_dataset
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.sim_params import (
+    IdentifiedParam,
+    SimParams,
+    SimParamsError,
+    apply_sim_params,
+    load_sim_params,
+    save_sim_params,
+)
+from robolearn.tasks.worlds import TaskWorlds
+
+ARM = """<mujoco model="tiny_arm">
+  <compiler angle="radian"/>
+  <option timestep="0.002" integrator="implicitfast"/>
+  <worldbody>
+    <body name="link1" pos="0 0 0.1">
+      <inertial pos="0 0 0.1" mass="1.0" diaginertia="0.01 0.01 0.002"/>
+      <joint name="joint1" type="hinge" axis="0 0 1" range="-2 2" armature="0.01" damping="0.3"
+             frictionloss="0.1"/>
+      <body name="link2" pos="0 0 0.2">
+        <inertial pos="0.1 0 0" mass="0.8" diaginertia="0.002 0.008 0.008"/>
+        <joint name="joint2" type="hinge" axis="0 1 0" range="-2 2" armature="0.01" damping="0.3"
+               frictionloss="0.1"/>
+        <body name="link3" pos="0.2 0 0">
+          <inertial pos="0.08 0 0" mass="0.5" diaginertia="0.001 0.004 0.004"/>
+          <joint name="joint3" type="hinge" axis="0 1 0" range="-2 2" armature="0.005" damping="0.2"
+                 frictionloss="0.05"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="servo1" joint="joint1" kp="40" kv="2"/>
+    <position name="servo2" joint="joint2" kp="40" kv="2"/>
+    <position name="servo3" joint="joint3" kp="20" kv="1"/>
+  </actuator>
+</mujoco>"""
+
+
+@pytest.fixture
+def arm(tmp_path: Path) -> SysidModel:
+    path = tmp_path / "two_link.xml"
+    path.write_text(ARM)
+    return model_from_mjcf(path)
+
+
+def _recordings(arm: SysidModel, truth: IdentifiedDynamics, episodes: int = 2) -> list[Recording]:
+    dt, out = 0.01, []
+    for seed in range(episodes):
+        ctrl = joint_excitation(arm, 4.0, dt, 0.8, seed=seed)
+        n = len(ctrl)
+        blank = Recording(
+            f"ep{seed}",
+            np.arange(n) * dt,
+            arm.joints,
+            np.zeros((n, len(arm.joints))),
+            np.zeros((n, len(arm.joints))),
+            arm.actuators,
+            ctrl,
+        )
+        out.append(simulate(arm, blank, truth))
+    return out
+
+
+def test_sysid_recovers_known_perturbations(arm: SysidModel) -> None:
+    truth = IdentifiedDynamics(
+        joint_frictionloss={"joint1": 0.2, "joint2": 0.2, "joint3": 0.1},
+        actuator_gain_scale={"servo1": 0.8, "servo2": 0.8, "servo3": 0.8},
+        mass_scale=1.3,
+        command_delay=0.02,
+    )
+    fit = identify(arm, _recordings(arm, truth), ("frictionloss", "gain", "mass", "delay"), max_iters=50)
+    got = {k: p.value for k, p in fit.params.params.items()}
+    expected = {
+        "joint1.frictionloss": 0.2,
+        "joint2.frictionloss": 0.2,
+        "joint3.frictionloss": 0.1,
+        "servo1.gain": 0.8,
+        "servo2.gain": 0.8,
+        "servo3.gain": 0.8,
+        "mass_scale": 1.3,
+        "command_delay": 0.02,
+    }
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=0.05), name
+    assert fit.final_cost < 1e-3 * fit.initial_cost
+
+
+def test_multisine_stays_within_amplitude_and_starts_at_rest() -> None:
+    amp = np.array([0.3, 0.7])
+    x = multisine(500, 0.01, amp, seed=3)
+    assert x.shape == (500, 2)
+    assert (np.abs(x) <= amp + 1e-12).all()
+    assert np.abs(x[0]).max() == 0.0
+    assert (np.abs(x).max(axis=0) > 0.5 * amp).all()  # it does excite
+    with pytest.raises(SysidError, match="half the sample rate"):
+        multisine(100, 0.01, amp, f_high=60.0)
+
+
+def test_joint_excitation_respects_joint_limits(arm: SysidModel) -> None:
+    targets = joint_excitation(arm, 5.0, 0.01, 3.0)  # asks for more than the range allows
+    assert (targets >= -2 + 0.1 - 1e-12).all() and (targets <= 2 - 0.1 + 1e-12).all()
+
+
+def test_dataset_round_trip(arm: SysidModel, tmp_path: Path) -> None:
+    recs = _recordings(arm, IdentifiedDynamics(), episodes=1)
+    write_dataset(tmp_path / "ds", recs, arm.robot, fps=100)
+    back = read_recordings(tmp_path / "ds")
+    assert len(back) == 1 and back[0].joints == arm.joints and back[0].actuators == arm.actuators
+    np.testing.assert_allclose(back[0].qpos, recs[0].qpos, atol=1e-5)
+    assert back[0].effort is not None
+
+
+def test_recordings_refuse_what_they_cannot_use(arm: SysidModel, tmp_path: Path) -> None:
+    with pytest.raises(SysidError, match="neither a LeRobot dataset"):
+        read_recordings(tmp_path)
+    rec = _recordings(arm, IdentifiedDynamics(), episodes=1)[0]
+    bad = Recording("nan", rec.times, rec.joints, rec.qpos * np.nan, rec.qvel, rec.actuators, rec.ctrl)
+    with pytest.raises(SysidError, match="non-finite positions"):
+        bad.check()
+    other = Recording("other", rec.times, ("a", "b", "c"), rec.qpos, rec.qvel, rec.actuators, rec.ctrl)
+    with pytest.raises(SysidError, match=r"needs joints \['joint1', 'joint2', 'joint3'\]"):
+        other.for_model(arm)
+
+
+def _panda_params() -> SimParams:
+    return SimParams(
+        "panda",
+        {
+            "panda_joint1.damping": IdentifiedParam(2.0, 0.1, 1.0),
+            "panda_joint1.frictionloss": IdentifiedParam(0.3, 0.01, 0.0),
+            "mass_scale": IdentifiedParam(1.1, 0.011, 1.0),
+            "command_delay": IdentifiedParam(0.04, 0.005, 0.0),
+        },
+    )
+
+
+def test_parameter_file_round_trip_and_task(tmp_path: Path) -> None:
+    path = tmp_path / "sim_params.yaml"
+    save_sim_params(_panda_params(), path)
+    params = load_sim_params(path)
+    assert params == _panda_params()
+    cfg = apply_sim_params(make_task_cfg("panda_reach"), params)
+    dyn = cfg.scene.robot.identified
+    assert dyn is not None and dyn.joint_damping == {"panda_joint1": 2.0} and dyn.mass_scale == 1.1
+    # Randomization centred on the identified values, two standard deviations wide.
+    assert cfg.randomization.mass_scale == pytest.approx((0.98, 1.02))
+    assert cfg.randomization.damping_scale == pytest.approx((0.9, 1.1))
+    assert cfg.randomization.action_latency_steps == (-1, 1)
+    worlds = TaskWorlds("panda_reach", "mujoco", 1, seed=0, sim_params=path)
+    try:
+        model = worlds.sim.model  # type: ignore[attr-defined]
+        dof = model.joint("panda_joint1").dofadr[0]
+        assert model.dof_damping[dof] == pytest.approx(2.0)
+        assert model.dof_frictionloss[dof] == pytest.approx(0.3)
+        assert worlds._latency.tolist() == [2]  # 40 ms at a 20 ms control period
+    finally:
+        worlds.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("robot: panda\n", "parameters must be a non-empty mapping"),
+        ("- 1\n", "expected a mapping"),
+        (
+            "robot: panda\nparameters: {mass_scale: {value: -1, std: 0, nominal: 1}}\n",
+            "mass_scale must be positive",
+        ),
+        (
+            "robot: panda\nparameters: {command_delay: {value: 5, std: 0, nominal: 0}}\n",
+            "command_delay must be within",
+        ),
+        ("robot: panda\nparameters: {j.damping: {value: .nan, std: 0, nominal: 0}}\n", "must be finite"),
+        ("robot: panda\nparameters: {j.damping: {value: 1, std: -1, nominal: 0}}\n", "std >= 0"),
+        ("robot: panda\nparameters: {j.damping: {value: 1}}\n", "mapping of value, std and nominal"),
+        ("robot: panda\nparameters: {j.stiffness: {value: 1, std: 0, nominal: 0}}\n", "unknown parameter"),
+        ("robot: panda\nparameters: {payload_mass: {value: 1, std: 0, nominal: 0}}\n", "come together"),
+        ("robot: panda\nparameters: {j.gain: {value: [1], std: 0, nominal: 1}}\n", "must be a number"),
+        (
+            "robot: panda\nextra: 1\nparameters: {mass_scale: {value: 1, std: 0, nominal: 1}}\n",
+            "unknown keys",
+        ),
+        ("robot: [\n", "not a YAML parameter file"),
+    ],
+)
+def test_hostile_parameter_files(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(SimParamsError, match=match):
+        load_sim_params(path)
+
+
+def test_parameters_of_another_robot_are_refused() -> None:
+    params = SimParams("tiny_arm", {"mass_scale": IdentifiedParam(1.0, 0.0, 1.0)})
+    with pytest.raises(SimParamsError, match="fitted on robot 'tiny_arm'"):
+        apply_sim_params(make_task_cfg("panda_reach"), params)
