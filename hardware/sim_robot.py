@@ -10,6 +10,7 @@ task action vectors, as a policy or a ROS command carries them, go in through :m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Generic, Literal, Self, TypeVar
 
@@ -44,6 +45,7 @@ from robolearn.sim.transforms import quat_from_euler, yaw_of
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.robots.arm import servo_step
 from robolearn.tasks.robots.crazyflie import NAME as DRONE_FRAME
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 from robolearn.tasks.worlds import TaskWorlds
 
 
@@ -79,6 +81,8 @@ class SimRobot(Generic[StateT, NativeT]):
     keeps running across resets. With ``safety``, every command's action passes through its
     ``filter`` before it is applied, and every state read feeds its watchdog. With ``randomize``,
     every reset draws the task's domain randomization (masses, friction, gains, action latency).
+    With ``sim_params`` (a parameter file from ``robolearn sysid``), the identified robot is simulated
+    and randomization is centred on it.
     """
 
     embodiment: ClassVar[str]
@@ -94,8 +98,11 @@ class SimRobot(Generic[StateT, NativeT]):
         seed: int = 0,
         safety: ActionFilter | None = None,
         randomize: bool = False,
+        sim_params: str | Path | None = None,
     ) -> None:
         cfg = make_task_cfg(task)
+        if sim_params is not None:  # read now: a bad file fails before connect()
+            cfg = apply_sim_params(cfg, load_sim_params(sim_params))
         if cfg.embodiment != self.embodiment:
             raise RobotError(
                 f"{type(self).__name__} drives {self.embodiment} tasks; task {task} is for a {cfg.embodiment}"
@@ -250,8 +257,9 @@ class SimArm(SimRobot[ArmState, EeDelta]):
         seed: int = 0,
         safety: ActionFilter | None = None,
         randomize: bool = False,
+        sim_params: str | Path | None = None,
     ) -> None:
-        super().__init__(task, backend, seed=seed, safety=safety, randomize=randomize)
+        super().__init__(task, backend, seed=seed, safety=safety, randomize=randomize, sim_params=sim_params)
         self._kinematics: ArmKinematics | None = None
         self.has_gripper = "gripper_opening" in self.task_cfg.action.names
 
@@ -314,8 +322,9 @@ class SimDrone(SimRobot[DroneState, RateSetpoint]):
         safety: ActionFilter | None = None,
         randomize: bool = False,
         start: Literal["task", "ground"] = "task",
+        sim_params: str | Path | None = None,
     ) -> None:
-        super().__init__(task, backend, seed=seed, safety=safety, randomize=randomize)
+        super().__init__(task, backend, seed=seed, safety=safety, randomize=randomize, sim_params=sim_params)
         self.start = start
         self.controller = DroneController(self.task_cfg)
         self.armed = start == "task"
@@ -399,9 +408,13 @@ def make_sim_robot(
     seed: int = 0,
     safety: ActionFilter | None = None,
     randomize: bool = False,
+    sim_params: str | Path | None = None,
 ) -> SimArm | SimDrone | SimCar:
-    """The simulated robot for a task's embodiment (a drone starts as the task puts it: in the air)."""
+    """The simulated robot for a task's embodiment (a drone starts as the task puts it: in the air);
+    ``sim_params``: a parameter file from ``robolearn sysid`` giving its dynamics."""
     embodiment = make_task_cfg(task).embodiment
     if embodiment not in SIM_ROBOTS:
         raise RobotError(f"task {task} is for a {embodiment}; simulated robots: {', '.join(SIM_ROBOTS)}")
-    return SIM_ROBOTS[embodiment](task, backend, seed=seed, safety=safety, randomize=randomize)
+    return SIM_ROBOTS[embodiment](
+        task, backend, seed=seed, safety=safety, randomize=randomize, sim_params=sim_params
+    )

@@ -36,6 +36,43 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class CameraView:
+    """A pinhole camera in the world for one render: where it is, what it looks at, its image."""
+
+    eye: tuple[float, float, float]
+    """Camera position (m)."""
+    target: tuple[float, float, float]
+    """A point on the optical axis (m)."""
+    up: tuple[float, float, float]
+    """A direction that points up in the image (need not be orthogonal to the axis)."""
+    fovy: float
+    """Vertical field of view (degrees)."""
+    width: int
+    """Image width (pixels)."""
+    height: int
+    """Image height (pixels)."""
+    depth: bool = False
+    """Also return depth along the optical axis (m)."""
+
+
+def view_axes(view: CameraView) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The eye, the unit viewing direction and the unit up direction orthogonal to it, which every
+    engine's renderer is given (so both draw the same pinhole)."""
+    eye = np.asarray(view.eye, dtype=np.float64)
+    forward = np.asarray(view.target, dtype=np.float64) - eye
+    norm = np.linalg.norm(forward)
+    up = np.asarray(view.up, dtype=np.float64)
+    up = up - (up @ forward) * forward / max(norm * norm, 1e-300)
+    up_norm = np.linalg.norm(up)
+    if norm < 1e-9 or up_norm < 1e-9:
+        raise SimError(
+            f"camera at {view.eye} looking at {view.target} with up {view.up}: the target must differ "
+            "from the eye and up must not lie along the optical axis"
+        )
+    return eye, forward / norm, up / up_norm
+
+
+@dataclass(frozen=True)
 class PhysicsParams:
     """Per-world multipliers on nominal physical parameters, for domain randomization."""
 
@@ -124,6 +161,13 @@ class Backend(Protocol):
         self, world: int, width: int, height: int, camera: CameraCfg, markers: Sequence[Marker] = ()
     ) -> npt.NDArray[np.uint8]:
         """An RGB image (height, width, 3) of one world."""
+        ...
+
+    def render_view(
+        self, world: int, view: CameraView, markers: Sequence[Marker] = ()
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32] | None]:
+        """One world seen through a pinhole: RGB (height, width, 3) uint8 and, when ``view.depth``,
+        depth along the optical axis (height, width) float32 in metres (else None)."""
         ...
 
     def close(self) -> None:

@@ -18,7 +18,16 @@ import mujoco.batch
 import numpy as np
 import numpy.typing as npt
 
-from robolearn.sim.backend import BoolArray, FloatArray, IntArray, Marker, PhysicsParams, SimError
+from robolearn.sim.backend import (
+    BoolArray,
+    CameraView,
+    FloatArray,
+    IntArray,
+    Marker,
+    PhysicsParams,
+    SimError,
+    view_axes,
+)
 from robolearn.sim.mujoco_model import build_model
 from robolearn.sim.scene import CameraCfg, SceneCfg
 from robolearn.sim.transforms import quat_rotate_inverse
@@ -36,6 +45,8 @@ _RANDOMIZED = {
 }
 
 
+_QPOS_QVEL = mujoco.mjtState.mjSTATE_QPOS | mujoco.mjtState.mjSTATE_QVEL
+
 _FRAME_WIDTH = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
 """Values of each frame quantity in ``sensordata``, by field of
 :class:`~robolearn.sim.mujoco_model.FrameIndex`."""
@@ -46,6 +57,38 @@ def _log_mujoco_warning(message: str) -> None:
 
 
 mujoco.set_mju_user_warning(_log_mujoco_warning)
+
+_FREE_CAMERA = mujoco.MjvCamera()
+"""The camera ``update_scene`` is given for task cameras; :func:`_aim` then replaces its pose."""
+
+
+def _aim(scn: mujoco.MjvScene, view: CameraView) -> None:
+    """Point the scene's (left and right, averaged when not in stereo) OpenGL cameras through a
+    pinhole: MuJoCo's free camera has no roll, which a wrist camera needs."""
+    eye, forward, up = view_axes(view)
+    top = np.tan(np.radians(view.fovy) / 2)
+    for gl in scn.camera:
+        gl.pos[:], gl.forward[:], gl.up[:] = eye, forward, up
+        gl.frustum_center = 0.0
+        gl.frustum_width = 0.0  # 0: from the viewport's aspect ratio
+        gl.frustum_top = gl.frustum_near * top
+        gl.frustum_bottom = -gl.frustum_near * top
+
+
+def _add_markers(scn: mujoco.MjvScene, markers: Sequence[Marker]) -> None:
+    """Draw markers as spheres that exist in the image only."""
+    for marker in markers:
+        if scn.ngeom >= scn.maxgeom:
+            break
+        mujoco.mjv_initGeom(
+            scn.geoms[scn.ngeom],
+            mujoco.mjtGeom.mjGEOM_SPHERE,
+            np.full(3, marker.radius),
+            np.asarray(marker.pos, dtype=np.float64),
+            np.eye(3).ravel(),
+            np.asarray(marker.rgba, dtype=np.float32),
+        )
+        scn.ngeom += 1
 
 
 class _MujocoBase:
@@ -60,6 +103,8 @@ class _MujocoBase:
         self.num_controls = int(self.model.nu)
         self._nominal = {f: getattr(self.model, f).copy() for f in _RANDOMIZED}
         self._renderer: mujoco.Renderer | None = None
+        self._view_renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}
+        """Task cameras' renderers by (width, height, depth): one per image size, kept."""
         self._unstable = np.zeros(num_worlds, dtype=bool)
         # Stages computed at the new state after a control step: positions and velocities, and also
         # accelerations when a sensor needs them (MjcfAsset.body_wrenches), under the controls just applied.
@@ -220,20 +265,27 @@ class _MujocoBase:
             cam.lookat[:] = self.frame_pos(camera.track_frame)[world]
         cam.distance, cam.azimuth, cam.elevation = camera.distance, camera.azimuth, camera.elevation
         self._renderer.update_scene(data, cam)
-        scn = self._renderer.scene
-        for marker in markers:
-            if scn.ngeom >= scn.maxgeom:
-                break
-            mujoco.mjv_initGeom(
-                scn.geoms[scn.ngeom],
-                mujoco.mjtGeom.mjGEOM_SPHERE,
-                np.full(3, marker.radius),
-                np.asarray(marker.pos, dtype=np.float64),
-                np.eye(3).ravel(),
-                np.asarray(marker.rgba, dtype=np.float32),
-            )
-            scn.ngeom += 1
+        _add_markers(self._renderer.scene, markers)
         return self._renderer.render().copy()
+
+    def render_view(
+        self, world: int, view: CameraView, markers: Sequence[Marker] = ()
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32] | None]:
+        model, data = self._world_model_data(world)
+        kinds = (False, True) if view.depth else (False,)
+        images: list[npt.NDArray[Any]] = []
+        for depth in kinds:  # MuJoCo's Renderer reads colour or depth per render, not both
+            renderer = self._view_renderers.get((view.width, view.height, depth))
+            if renderer is None:
+                renderer = mujoco.Renderer(model, height=view.height, width=view.width)
+                if depth:
+                    renderer.enable_depth_rendering()
+                self._view_renderers[(view.width, view.height, depth)] = renderer
+            renderer.update_scene(data, _FREE_CAMERA)
+            _aim(renderer.scene, view)
+            _add_markers(renderer.scene, markers)
+            images.append(renderer.render().copy())
+        return images[0], images[1] if view.depth else None
 
     def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
         raise NotImplementedError
@@ -242,6 +294,9 @@ class _MujocoBase:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+        for renderer in self._view_renderers.values():
+            renderer.close()
+        self._view_renderers.clear()
 
 
 class MujocoBackend(_MujocoBase):
@@ -254,6 +309,7 @@ class MujocoBackend(_MujocoBase):
         if num_worlds != 1:
             raise SimError(f"backend 'mujoco' simulates one world; use 'mujoco_batch' for {num_worlds}")
         self.data = mujoco.MjData(self.model)
+        self._qpos_qvel = np.empty(mujoco.mj_stateSize(self.model, _QPOS_QVEL))
 
     def _bind(self, field: str) -> npt.NDArray[Any]:
         value = getattr(self.data, field)
@@ -279,7 +335,10 @@ class MujocoBackend(_MujocoBase):
         mujoco.mj_forward(self.model, self.data)
 
     def _state_finite(self) -> bool:
-        return bool(np.isfinite(self.data.qpos).all() and np.isfinite(self.data.qvel).all())
+        # qpos and qvel copied side by side (mj_getState), so that one check covers both, as the
+        # batched backend's state rows do: two numpy calls instead of four, twice a step.
+        mujoco.mj_getState(self.model, self.data, self._qpos_qvel, _QPOS_QVEL)
+        return bool(np.isfinite(self._qpos_qvel).all())
 
     def step(self, ctrl: FloatArray, substeps: int) -> None:
         model, data = self.model, self.data

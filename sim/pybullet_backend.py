@@ -26,11 +26,21 @@ import pybullet as p
 import pybullet_data
 from pybullet_utils.bullet_client import BulletClient
 
-from robolearn.sim.backend import BoolArray, FloatArray, IntArray, Marker, PhysicsParams, SimError
+from robolearn.sim.backend import (
+    BoolArray,
+    CameraView,
+    FloatArray,
+    IntArray,
+    Marker,
+    PhysicsParams,
+    SimError,
+    view_axes,
+)
 from robolearn.sim.scene import (
     ActuatorCfg,
     CameraCfg,
     CartesianImpedanceCfg,
+    IdentifiedDynamics,
     JointPositionCfg,
     JointVelocityCfg,
     SceneCfg,
@@ -137,10 +147,9 @@ class PybulletBackend:
             )
         if not Path(robot.asset.path).is_file():
             raise SimError(f"robot model file not found: {robot.asset.path}")
-        if robot.identified is not None:
-            # PyBullet has no joint dry friction or per-actuator gain scale to write them into.
+        if robot.identified is not None and robot.identified.payload_link:
             raise SimError(
-                f"robot {robot.name}: identified dynamics (robolearn sysid) run on the MuJoCo backends "
+                f"robot {robot.name}: an identified payload (robolearn sysid) runs on the MuJoCo backends "
                 "(mujoco, mujoco_batch), not on 'pybullet'"
             )
         self.scene = scene
@@ -287,6 +296,19 @@ class PybulletBackend:
         for name, value in robot.init_joint_pos.items():
             self._home[self._dof[name]] = value
         damping = np.array([robot.joint_damping.get(info[1].decode(), info[6]) for info in movable])
+        dyn = robot.identified or IdentifiedDynamics()
+        unknown = sorted(
+            (dyn.joint_armature | dyn.joint_damping | dyn.joint_frictionloss).keys() - self._dof.keys()
+        )
+        if unknown:
+            raise SimError(f"identified dynamics name joints {unknown}, which robot {robot.name} lacks")
+        for name, value in dyn.joint_damping.items():
+            damping[self._dof[name]] = value
+        self._joint_friction = np.zeros(ndof)
+        """Dry friction of each movable joint (N m or N): a velocity motor toward rest with this force
+        limit, PyBullet's counterpart of MuJoCo's ``frictionloss``; it acts beside the torque drive."""
+        for name, value in dyn.joint_frictionloss.items():
+            self._joint_friction[self._dof[name]] = value
 
         self._frames: dict[str, _Frame] = {}
         for frame in robot.frames:
@@ -305,9 +327,16 @@ class PybulletBackend:
             self._frames[name] = _Frame(oid, -1, np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]))
 
         self._actuators: list[tuple[ActuatorCfg, slice]] = []
+        self._ctrl_gain = np.ones(self.num_controls)
+        """Identified gain of each control input's actuator (MuJoCo's actuator names)."""
+        gain_columns: dict[str, int] = {}
         start = 0
         for act in robot.actuators:
             width = actuator_width(act)
+            if isinstance(act, CartesianImpedanceCfg):
+                gain_columns |= {f"{act.frame}_cart{a}": start + a for a in range(6)}
+            elif isinstance(act, JointPositionCfg | JointVelocityCfg):
+                gain_columns |= {f"{j}_servo": start + k for k, j in enumerate(act.joints)}
             if isinstance(act, JointPositionCfg | JointVelocityCfg):
                 self._dof_columns(act.joints)
             else:
@@ -323,30 +352,39 @@ class PybulletBackend:
                     )
             self._actuators.append((act, slice(start, start + width)))
             start += width
+        for name, scale in dyn.actuator_gain_scale.items():
+            if name not in gain_columns:
+                raise SimError(
+                    f"identified dynamics scale actuator {name!r}; on 'pybullet' robot {robot.name} has "
+                    f"gains of {sorted(gain_columns)}"
+                )
+            self._ctrl_gain[gain_columns[name]] = scale
 
         parts = [(body, link) for link in range(-1, c.getNumJoints(body))]
         parts += [(oid, -1) for oid in self._objects.values()]
         if self._ground is not None:
             parts.append((self._ground, -1))
-        dyn = [c.getDynamicsInfo(b, link) for b, link in parts]
+        infos_dyn = [c.getDynamicsInfo(b, link) for b, link in parts]
+        # The identified mass scale is part of the nominal robot; randomization multiplies on top.
+        robot_scale = np.array([dyn.mass_scale if b == body else 1.0 for b, _ in parts])
         self._nominal = _Nominal(
             links=tuple(parts),
-            mass=np.array([d[0] for d in dyn]),
-            inertia=np.array([d[2] for d in dyn]),
-            friction=np.array([d[1] for d in dyn]),
+            mass=np.array([d[0] for d in infos_dyn]) * robot_scale,
+            inertia=np.array([d[2] for d in infos_dyn]) * robot_scale[:, None],
+            friction=np.array([d[1] for d in infos_dyn]),
             damping=damping,
         )
         self._mass_parts = [k for k, (b, _) in enumerate(parts) if b == body]
         self._armature = np.zeros((len(parts), 3))
         """Inertia added to links about their hinge axes, unscaled by domain randomization."""
-        if robot.joint_armature:
-            # PyBullet has no rotor inertia; the closest is to add it to the child link's inertia
-            # about the hinge axis (exact for an axis along a principal axis of the link).
-            for info in movable:
-                if info[2] == p.JOINT_REVOLUTE:
-                    iquat = np.array([_wxyz(c.getDynamicsInfo(body, info[0])[4])])
-                    axis = quat_rotate_inverse(iquat, np.array([info[13]], dtype=np.float64))[0]
-                    self._armature[parts.index((body, info[0]))] = robot.joint_armature * axis**2
+        # PyBullet has no rotor inertia; the closest is to add it to the child link's inertia
+        # about the hinge axis (exact for an axis along a principal axis of the link).
+        for info in movable:
+            armature = dyn.joint_armature.get(info[1].decode(), robot.joint_armature)
+            if info[2] == p.JOINT_REVOLUTE and armature:
+                iquat = np.array([_wxyz(c.getDynamicsInfo(body, info[0])[4])])
+                axis = quat_rotate_inverse(iquat, np.array([info[13]], dtype=np.float64))[0]
+                self._armature[parts.index((body, info[0]))] = armature * axis**2
 
     def _inertial_frame(self, body: int, link: int, pos: Sequence[float], quat: Sequence[float]) -> _Frame:
         """A frame given in a URDF link frame, re-expressed in that link's inertial frame."""
@@ -363,9 +401,14 @@ class PybulletBackend:
     def _configure(self, w: int) -> None:
         """Set a freshly built world's drives and its physical parameters."""
         if self._movable:
-            # PyBullet drives every joint with a velocity motor by default; ours are the only drive.
+            # PyBullet drives every joint with a velocity motor by default; ours are the only drive,
+            # the motor's force limit left as the joint's identified dry friction (0 without).
             self._clients[w].setJointMotorControlArray(
-                self._robot, self._movable, p.VELOCITY_CONTROL, forces=[0.0] * len(self._movable)
+                self._robot,
+                self._movable,
+                p.VELOCITY_CONTROL,
+                targetVelocities=[0.0] * len(self._movable),
+                forces=self._joint_friction.tolist(),
             )
         self._apply_params(w)
 
@@ -555,16 +598,17 @@ class PybulletBackend:
             wrenches: list[tuple[int, FloatArray, FloatArray, FloatArray]] = []
             for act, cols in self._actuators:
                 u = ctrl[:, cols]
+                scale = gain[:, None] * self._ctrl_gain[cols]  # randomized times identified
                 if isinstance(act, CartesianImpedanceCfg):
-                    torque += self._cartesian_impedance(act, u, gain)
+                    torque += self._cartesian_impedance(act, u, scale)
                 elif isinstance(act, JointPositionCfg):
                     q, qd = self._joints()
                     k = self._dof_columns(act.joints)
-                    effort = gain[:, None] * (act.kp * (u - q[:, k]) - act.kd * qd[:, k])
+                    effort = scale * (act.kp * (u - q[:, k]) - act.kd * qd[:, k])
                     torque[:, k] += np.clip(effort, -act.max_effort, act.max_effort)
                 elif isinstance(act, JointVelocityCfg):
                     k = self._dof_columns(act.joints)
-                    effort = gain[:, None] * act.kv * (u - self._joints()[1][:, k])
+                    effort = scale * act.kv * (u - self._joints()[1][:, k])
                     torque[:, k] += np.clip(effort, -act.max_effort, act.max_effort)
                 else:
                     wrenches.append(self._thrust_body_rate(act, u, gain))
@@ -597,7 +641,8 @@ class PybulletBackend:
         return self.scene.robot.gravity_compensation and not self.scene.robot.fixed_base
 
     def _cartesian_impedance(self, act: CartesianImpedanceCfg, u: FloatArray, gain: FloatArray) -> FloatArray:
-        """MuJoCo's six position actuators with a site transmission relative to reference sites.
+        """MuJoCo's six position actuators with a site transmission relative to reference sites;
+        ``gain`` (n, 6) scales each one's output.
 
         Translation is measured in the world (the position reference sits at the origin); rotation
         is the rotation vector of the frame relative to ``target_quat``, in that reference's axes
@@ -607,8 +652,8 @@ class PybulletBackend:
         ref = np.array([act.target_quat], dtype=np.float64)
         ref_to_world = quat_to_mat(ref)[0]
         rot = quat_to_rotvec(quat_mul(quat_conjugate(ref), state.quat))
-        force = gain[:, None] * (act.kp_pos * (u[:, :3] - state.pos) - act.kd_pos * state.linvel)
-        moment = gain[:, None] * (act.kp_rot * (u[:, 3:] - rot) - act.kd_rot * state.angvel @ ref_to_world)
+        force = gain[:, :3] * (act.kp_pos * (u[:, :3] - state.pos) - act.kd_pos * state.linvel)
+        moment = gain[:, 3:] * (act.kp_rot * (u[:, 3:] - rot) - act.kd_rot * state.angvel @ ref_to_world)
         force = np.clip(force, -act.max_force, act.max_force)
         moment = np.clip(moment, -act.max_torque, act.max_torque) @ ref_to_world.T
         jac_pos, jac_rot = self._jacobians(frame)
@@ -715,6 +760,26 @@ class PybulletBackend:
         proj = c.computeProjectionMatrixFOV(FOVY, width / height, 0.01, 100.0)
         image = c.getCameraImage(width, height, view, proj, shadow=0, renderer=p.ER_TINY_RENDERER)[2]
         return np.asarray(image, dtype=np.uint8).reshape(height, width, 4)[:, :, :3].copy()
+
+    def render_view(
+        self, world: int, view: CameraView, markers: Sequence[Marker] = ()
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32] | None]:
+        c = self._clients[world]
+        self._place_markers(world, markers)
+        eye, forward, up = view_axes(view)
+        # MuJoCo's clipping planes for the same scene would depend on its extent; these cover a room.
+        near, far = 0.01, 100.0
+        matrix = c.computeViewMatrix(eye.tolist(), (eye + forward).tolist(), up.tolist())
+        proj = c.computeProjectionMatrixFOV(view.fovy, view.width / view.height, near, far)
+        _, _, rgba, depth_buffer, _ = c.getCameraImage(
+            view.width, view.height, matrix, proj, shadow=0, renderer=p.ER_TINY_RENDERER
+        )
+        rgb = np.asarray(rgba, dtype=np.uint8).reshape(view.height, view.width, 4)[:, :, :3].copy()
+        if not view.depth:
+            return rgb, None
+        # OpenGL's depth buffer in [0, 1] back to distance along the optical axis (m).
+        z = np.asarray(depth_buffer, dtype=np.float64).reshape(view.height, view.width)
+        return rgb, (far * near / (far - (far - near) * z)).astype(np.float32)
 
     def _place_markers(self, world: int, markers: Sequence[Marker]) -> None:
         """Move visual-only spheres to the markers, creating those a world lacks."""

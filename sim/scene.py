@@ -230,6 +230,37 @@ class CameraCfg:
 
 
 @dataclass(frozen=True)
+class CameraSensorCfg:
+    """A camera a task observes through (issue 13): a pinhole fixed in the world or on a frame.
+
+    The pose is given by an eye point, a point looked at and an up direction, all in the frame's
+    axes (the world's when ``frame`` is None), so a wrist camera moves and turns with the hand.
+    Every engine renders the same pinhole; docs/backends.md lists what their renderers still draw
+    differently (lighting, shadows, textures).
+    """
+
+    width: int
+    """Image width (pixels)."""
+    height: int
+    """Image height (pixels)."""
+    fovy: float = 45.0
+    """Vertical field of view (degrees)."""
+    frame: str | None = None
+    """The frame the camera is mounted on (a robot frame or a free object); None: fixed in the world."""
+    pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """Eye position in the frame (m)."""
+    target: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    """A point on the optical axis, in the frame (m)."""
+    up: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    """The direction that points up in the image, in the frame's axes."""
+    depth: bool = False
+    """Also observe depth: distance along the optical axis (m), float32."""
+    markers: bool = False
+    """Draw the task's markers (goals, checkpoints) in this camera's images, as painted targets a
+    real camera would see; off, the image holds only the physical scene."""
+
+
+@dataclass(frozen=True)
 class SceneCfg:
     """Everything a backend builds: robot, objects, ground, timing."""
 

@@ -20,9 +20,11 @@ from robolearn.tasks.plugins import BUILTIN, TASK_GROUP, Plugin, PluginError, di
 _BUILTIN = {
     "panda_reach": "robolearn.tasks.panda_reach",
     "panda_pick_cube": "robolearn.tasks.panda_pick_cube",
+    "panda_pick_cube_pixels": "robolearn.tasks.panda_pick_cube_pixels",
     "quadrotor_hover": "robolearn.tasks.quadrotor_hover",
     "quadrotor_waypoints": "robolearn.tasks.quadrotor_waypoints",
     "car_checkpoints": "robolearn.tasks.car_checkpoints",
+    "car_checkpoints_pixels": "robolearn.tasks.car_checkpoints_pixels",
     "ant": "robolearn.tasks.ant",
 }
 _USER: dict[str, Callable[[], TaskCfg]] = {}

@@ -19,10 +19,11 @@ import numpy.typing as npt
 
 from robolearn.errors import RobolearnError
 from robolearn.sim.backend import BACKENDS, Backend, FloatArray, IntArray, Marker
-from robolearn.sim.scene import SceneCfg
+from robolearn.sim.scene import CameraSensorCfg, SceneCfg
 
 Embodiment = Literal["arm", "drone", "car", "legged"]
-Observation = dict[str, npt.NDArray[np.float32]]
+Observation = dict[str, npt.NDArray[Any]]
+"""Observation key to (num_envs, ...) values: float32 state terms, uint8 or float32 images."""
 
 
 class TaskError(RobolearnError):
@@ -197,6 +198,9 @@ class TaskCfg:
     """Goals and checkpoints to draw in videos of world ``i``."""
     backends: tuple[str, ...] = BACKENDS
     """Backends the task runs on."""
+    cameras: dict[str, CameraSensorCfg] = field(default_factory=dict)
+    """Named cameras; each adds the image observations ``<name>_rgb`` (and ``<name>_depth``) after
+    the state terms (:mod:`robolearn.tasks.cameras`)."""
 
     @property
     def substeps(self) -> int:
@@ -226,6 +230,7 @@ class TaskCfg:
         unknown = set(self.backends) - set(BACKENDS)
         if unknown:
             raise TaskError(f"task {self.name}: unknown backends {sorted(unknown)}; known: {list(BACKENDS)}")
+        self._validate_cameras()
         terms: list[tuple[str, Any]] = [("action", self.action), ("success", self.success)]
         for group in ("observations", "rewards", "terminations", "reset_events", "updates"):
             terms += [(f"{group}.{k}", v) for k, v in getattr(self, group).items()]
@@ -238,6 +243,27 @@ class TaskCfg:
                     f"task {self.name}: term {label} reads termination {named!r}; "
                     f"terminations: {sorted(self.terminations)}"
                 )
+
+
+    def _validate_cameras(self) -> None:
+        for name, cam in self.cameras.items():
+            where = f"task {self.name}: camera {name!r}"
+            if not name.isidentifier():
+                raise TaskError(f"{where}: a camera name must be an identifier (letters, digits, _)")
+            if not (1 <= cam.width <= MAX_IMAGE[0] and 1 <= cam.height <= MAX_IMAGE[1]):
+                raise TaskError(
+                    f"{where}: {cam.width}x{cam.height} pixels; width and height must lie in "
+                    f"1..{MAX_IMAGE[0]} and 1..{MAX_IMAGE[1]} (the offscreen buffer's size)"
+                )
+            if not 0.0 < cam.fovy < 180.0:
+                raise TaskError(f"{where}: fovy {cam.fovy} must lie strictly between 0 and 180 degrees")
+            clash = {name + "_rgb", name + "_depth"} & set(self.observations)
+            if clash:
+                raise TaskError(f"{where}: its image key {sorted(clash)[0]} is also a state observation term")
+
+
+MAX_IMAGE = (1280, 960)
+"""Largest camera image (width, height): the MuJoCo backends' offscreen buffer."""
 
 
 def _check_params(task: str, label: str, fn: Callable[..., Any], params: Mapping[str, Any]) -> None:

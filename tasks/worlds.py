@@ -20,6 +20,7 @@ import numpy as np
 
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray, PhysicsParams, make_backend
 from robolearn.tasks import make_task_cfg
+from robolearn.tasks.cameras import image_specs, render_cameras
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
 from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 
@@ -118,7 +119,9 @@ class TaskWorlds:
             k: np.asarray(t.fn(self, **t.params)).reshape(n, -1).shape[1]
             for k, t in self.cfg.observations.items()
         }
-        """Observation key to the number of values of one world's entry."""
+        """Observation key to the number of values of one world's entry (state terms)."""
+        self.image_specs = image_specs(self.cfg)
+        """Image observation key to its camera, shape and type, after the state terms."""
 
     # -- seeding -----------------------------------------------------------------------------
     def reseed(self, seed: int | None) -> None:
@@ -131,8 +134,8 @@ class TaskWorlds:
 
     # -- terms -------------------------------------------------------------------------------
     def observe(self) -> Observation:
-        """The task's observation of every world (float32, (num_envs, k) per key), with sensor
-        noise under randomization."""
+        """The task's observation of every world (float32, (num_envs, k) per state term, with
+        sensor noise under randomization), then each camera's images (:mod:`robolearn.tasks.cameras`)."""
         obs: Observation = {}
         n = self.num_envs
         noise = self.randomize and self.cfg.randomization.sensor_noise
@@ -141,6 +144,8 @@ class TaskWorlds:
             if noise and term.noise_std > 0:
                 value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
             obs[key] = value.astype(np.float32)
+        if self.image_specs:
+            obs.update(render_cameras(self))
         return obs
 
     # -- resets ------------------------------------------------------------------------------

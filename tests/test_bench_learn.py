@@ -32,6 +32,9 @@ TINY = LearnBenchCfg(
     rounds=2,
     warmup_updates=1,
     critics=(2, 3),
+    variants=("hl_gauss",),
+    e2e_steps=0,
+    stop_at_90=True,
 )
 
 
@@ -70,7 +73,16 @@ def test_summary_has_every_figure(bench: tuple[list[dict[str, Any]], dict[str, A
     assert [point[0] for point in run["curve"]] == [600, 1_200]
     for key in ("steps_to_90", "minutes_to_90", "best_success_rate", "final_success_rate", "loop_minutes"):
         assert _number_or_none(run[key]), key
-    assert set(summary["goals"]) == {"updates_vs_sb3", "pick_cube_steps_to_90", "pick_cube_minutes_to_90"}
+    assert set(summary["goals"]) == {
+        "updates_vs_sb3",
+        "pick_cube_steps_to_90",
+        "pick_cube_minutes_to_90",
+        "pick_cube_steps_to_90_worst",
+        "pick_cube_min_success_after_90",
+    }
+    assert summary["robolearn_hl_gauss_updates_per_s"] > 0
+    for key in ("offline_to_online_steps_to_90", "walker2d_iqm_100k", "train_walltime_vs_sb3"):
+        assert summary[key] is None, key  # their parts (or the end-to-end run) were not asked for
 
 
 def test_table_has_a_row_per_contender_and_seed(
@@ -79,8 +91,8 @@ def test_table_has_a_row_per_contender_and_seed(
     rows, _, messages = bench
     lines = format_learn_table(rows).splitlines()
     assert len(lines) == len(rows) + 2  # header and rule
-    # 3 robolearn learners and SB3's (or its reason), a seed and the median.
-    assert len(rows) == 6
+    # 4 robolearn learners and SB3's (or its reason), a seed and the median.
+    assert len(rows) == 7
     assert any(m.startswith("throughput: robolearn SAC, 2 critics, round 2/2") for m in messages)
     assert any(m.startswith("pick_cube seed 0: 1,200 env steps") for m in messages)
 
@@ -105,7 +117,9 @@ def test_the_first_evaluation_at_90_percent_counts_and_stops_the_run(
     success_curve: SuccessCurve, tmp_path: Path
 ) -> None:
     success_curve += [(0, 0.2), (200, 0.88), (300, 0.9), (400, 1.0)]
-    cfg = LearnBenchCfg(parts=("pick_cube",), seeds=2, steps=2_000, eval_every=100, num_envs=2, out=tmp_path)
+    cfg = LearnBenchCfg(
+        parts=("pick_cube",), seeds=2, steps=2_000, eval_every=100, num_envs=2, out=tmp_path, stop_at_90=True
+    )
     rows, summary = run_learn_bench(cfg)
     runs = summary["pick_cube"]["runs"]
     assert [run["steps_to_90"] for run in runs] == [300, 300]

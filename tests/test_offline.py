@@ -16,11 +16,14 @@ from robolearn.policy.normalization import ActionScaler
 from robolearn.rl import train as train_module
 from robolearn.rl.checkpoint import load_checkpoint
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
-from robolearn.rl.offline import CalQL, IQL, returns_to_go
+from robolearn.rl.offline import IQL, CalQL, returns_to_go
 from robolearn.rl.sac import SAC
 from robolearn.rl.train import train
 
-SMALL = SACConfig(hidden=(64, 64), batch_size=128)
+# A low initial temperature: Cal-QL's actor maximizes Q - alpha log pi, and with SAC's alpha of 1
+# it stayed near-uniform for the first thousands of steps on this small dataset (0.1 success after
+# 1,500 steps at alpha 1, 0.95 after 2,000 at 0.05).
+SMALL = SACConfig(hidden=(64, 64), batch_size=128, init_temperature=0.05)
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +93,7 @@ def test_offline_options_are_checked() -> None:
 @pytest.fixture(scope="module")
 def expert_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("offline") / "reach"
-    record(RecordCmd("panda_reach", device="scripted", episodes=8, out=out, display="none", seed=3))
+    record(RecordCmd("panda_reach", device="scripted", episodes=20, out=out, display="none", seed=3))
     return out
 
 
@@ -116,10 +119,11 @@ def _cfg(tmp_path: Path, dataset: Path, **kw: Any) -> TrainCfg:
 def test_pure_offline_rl_learns_reach_from_expert_episodes(
     tmp_path: Path, expert_dataset: Path, algo: str
 ) -> None:
-    summary = train(_cfg(tmp_path, expert_dataset, offline_algo=algo, offline_steps=1_500, online_steps=0))
-    # A uniformly random policy succeeds on panda_reach in under 5% of episodes.
+    steps = 1_500 if algo == "iql" else 2_000
+    summary = train(_cfg(tmp_path, expert_dataset, offline_algo=algo, offline_steps=steps, online_steps=0))
+    # A uniformly random policy succeeded in 0 of 20 panda_reach episodes; these reached 0.85 and 0.95.
     assert summary["success_rate"] >= 0.5, summary
-    assert summary["env_steps"] == 0 and summary["updates"] == 1_500
+    assert summary["env_steps"] == 0 and summary["updates"] == steps
 
 
 def test_wsrl_warm_up_acts_with_the_frozen_pretrained_policy(
@@ -142,22 +146,27 @@ def test_wsrl_warm_up_acts_with_the_frozen_pretrained_policy(
         return policy
 
     monkeypatch.setattr(train_module, "policy_from_weights", recording)
-    warmup = 120
+    warmup, after = 120, 8  # env steps; 4 worlds
     cfg = _cfg(
         tmp_path,
         expert_dataset,
         offline_algo="calql",
         offline_steps=50,
-        online_steps=warmup,
+        online_steps=warmup + after,
         offline_cfg=OfflineConfig(warmup_steps=warmup),
     )
-    summary = train(cfg)
-    assert summary["updates"] == 50  # no online update during the warm-up
-    assert len({w for w, _ in acted}) == 1  # one set of weights: the pretrained policy, frozen
+    train(cfg)
+    weights = [w for w, _ in acted]
+    # Every warm-up step acted with one set of weights (the pretrained policy, frozen); the steps after
+    # it with weights the online updates published.
+    assert len(set(weights[: warmup // 4])) == 1
+    assert weights[warmup // 4] != weights[0]
     online = load_checkpoint(tmp_path / "run").replay("online")
-    assert online is not None and len(online) == warmup
+    assert online is not None and len(online) == warmup + after
     scaler = ActionScaler(*_action_bounds())
-    np.testing.assert_allclose(online.action[:warmup], scaler.to_unit(np.concatenate([a for _, a in acted])))
+    np.testing.assert_allclose(
+        online.action[: len(online)], scaler.to_unit(np.concatenate([a for _, a in acted]))
+    )
 
 
 def _action_bounds() -> tuple[np.ndarray, np.ndarray]:

@@ -165,6 +165,43 @@ def test_the_policy_side_rebuilds_the_simulators_observation_from_messages(task:
     env.close()
 
 
+@pytest.mark.parametrize("task", DEPLOYED_TASKS)
+def test_serialized_messages_read_as_the_messages_do(task: str) -> None:
+    """policy_node reads its subscriptions' serialized bytes (raw=True) field by field: into the
+    same view values and stamps as the Python messages rclpy would build; cut or foreign bytes are
+    refused as messages that do not fit, never an exception of another kind."""
+    from rclpy.serialization import serialize_message
+
+    cfg = make_task_cfg(task)
+    env = TaskEnv(cfg, "mujoco", 1, seed=5)
+    env.reset(seed=5)
+    rng = np.random.default_rng(0)
+    objects, raw = (RemoteStateView(cfg, tracked_frames(cfg), tracked_joints(cfg)) for _ in range(2))
+    for step in range(5):
+        env.step(rng.uniform(cfg.action.low, cfg.action.high, (1, len(cfg.action.low))))
+        for source, m in RobotReport(cfg).messages(env, 100.25 + step).items():
+            buf = serialize_message(m)
+            assert raw.read_cdr(source, buf) == objects.read(source, m) == pytest.approx(100.25 + step)
+            for cut in (0, 3, 4, 9, len(buf) // 2, len(buf) - 8):  # (the last 4 may be padding)
+                with pytest.raises(MessageError):
+                    raw.read_cdr(source, buf[:cut])
+        for name in objects.sim.pos:
+            for field in ("pos", "quat", "linvel", "angvel"):
+                np.testing.assert_array_equal(
+                    getattr(raw.sim, field)[name], getattr(objects.sim, field)[name]
+                )
+        np.testing.assert_array_equal(raw.sim.jpos, objects.sim.jpos)
+        np.testing.assert_array_equal(raw.sim.jvel, objects.sim.jvel)
+        for key in cfg.state:
+            np.testing.assert_array_equal(raw.state[key], objects.state[key])
+        assert raw.step_count[0] == objects.step_count[0] == step + 1
+    env.close()
+    other = make_task_cfg("car_checkpoints" if task != "car_checkpoints" else "panda_reach")
+    foreign = TaskStateLayout(other).to_msg({k: np.zeros(s) for k, s in other.state.items()}, 0, 1.0)
+    with pytest.raises(MessageError, match="task_state has segments"):
+        raw.read_cdr("task_state", serialize_message(foreign))
+
+
 # -- the nodes ---------------------------------------------------------------------------------
 def _run_pair(
     tmp_path: Path, domain: int, task: str, sim: dict[str, Any], policy: dict[str, Any], timeout: float

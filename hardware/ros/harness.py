@@ -151,7 +151,7 @@ def wait_for_matches(
     def matched() -> bool:
         for proc in procs:
             if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args[2]} exited with {proc.returncode}")
+                raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
         return not unmatched(endpoints)
 
     wait_until(matched, timeout, lambda: f"no peer for {unmatched(endpoints)}")

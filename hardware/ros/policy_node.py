@@ -296,12 +296,15 @@ class PolicyNode:
         self.profile = StageProfile() if params.profile_path else None
         self._arrival = (0.0, 0.0)  # the newest message's stamp-to-callback time and read time (s)
 
+        # Serialized (raw) state messages, read field by field into the view: rclpy's conversion to
+        # Python messages cost more than all the node does with them (issue 18).
         self.subs = [
             node.create_subscription(
                 msg(*MESSAGE_TYPES.get(src, ("nav_msgs", "Odometry"))),
                 src,
                 functools.partial(self._received, src),
                 sensor_qos(),
+                raw=True,
             )
             for src in self.view.sources
         ]
@@ -329,12 +332,12 @@ class PolicyNode:
         )  # fmt: skip
 
     # -- what the robot reports ------------------------------------------------------------------
-    def _received(self, source: str, m: Any) -> None:
-        """Take a message into the view; in observation mode, act on a complete new sample."""
+    def _received(self, source: str, m: bytes) -> None:
+        """Take a serialized message into the view; in observation mode, act on a complete new sample."""
         entered, t0 = time.time(), time.perf_counter()
         with self._lock:
             try:
-                self.stamps[source] = self.view.read(source, m)
+                self.stamps[source] = self.view.read_cdr(source, m)
                 self._arrival = (entered - self.stamps[source], time.perf_counter() - t0)
             except MessageError as exc:
                 self.counts["rejected_messages"] += 1

@@ -95,6 +95,9 @@ class SimRobotParams:
     """Probability that a published message is dropped, each message independently."""
     randomize: bool = False
     """Apply the task's domain randomization (masses, friction, gains, action latency) at every reset."""
+    sim_params: str = ""
+    """A parameter file from ``robolearn sysid`` giving the simulated robot's dynamics (randomization
+    centred on them); "" simulates the task's nominal robot."""
     realtime: bool = True
     """Step every control period of wall-clock time; false: step once per command, as fast as they come
     (a safety layer's rate limits, counting wall-clock time between commands, then bind harder)."""
@@ -223,7 +226,13 @@ class SimRobotNode:
         self.node, self.p = node, params
         self.cfg = params.check()
         self.codec = make_codec(self.cfg, params.command_type)
-        self.robot = make_sim_robot(params.task, params.backend, seed=params.seed, randomize=params.randomize)
+        self.robot = make_sim_robot(
+            params.task,
+            params.backend,
+            seed=params.seed,
+            randomize=params.randomize,
+            sim_params=params.sim_params or None,
+        )
         self.robot.connect()  # the first episode starts
         self.rng = np.random.default_rng(np.random.SeedSequence([params.seed, 1]))
         noise = measurement_noise(self.cfg) if params.obs_noise else {}

@@ -22,7 +22,15 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.hardware.robots import ArmState, RobotState, robot_state
-from robolearn.hardware.ros.messages import TaskStateLayout, read_joint_state, read_odometry, stamp_seconds
+from robolearn.hardware.ros.messages import (
+    TaskStateLayout,
+    read_joint_state,
+    read_joint_state_cdr,
+    read_odometry,
+    read_odometry_cdr,
+    read_task_state_cdr,
+    stamp_seconds,
+)
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks.core import Observation, ObsTerm, TaskCfg
 
@@ -196,6 +204,18 @@ class RemoteStateView:
             return stamp
         frame = source.removeprefix("frames/")
         return read_odometry(m, sim.pos[frame], sim.quat[frame], sim.linvel[frame], sim.angvel[frame])
+
+    def read_cdr(self, source: str, buf: bytes) -> float:
+        """:meth:`read` of a serialized message (from a subscription with ``raw=True``)."""
+        sim = self.sim
+        if source == "task_state":
+            return read_task_state_cdr(buf, self.layout, self.state, self.step_count)
+        if source == "joint_states":
+            stamp = read_joint_state_cdr(buf, sim.joint_index, sim.jpos, sim.jvel)
+            self.joints_measured = True
+            return stamp
+        frame = source.removeprefix("frames/")
+        return read_odometry_cdr(buf, sim.pos[frame], sim.quat[frame], sim.linvel[frame], sim.angvel[frame])
 
     def stamp_of(self, source: str, m: Any) -> float:
         """A message's stamp (s) without taking it in (``-inf`` for a task state without data)."""

@@ -17,8 +17,10 @@ from robolearn.rl.config import MAX_WORLDS
 
 SimPart = Literal["ant", "panda", "single"]
 SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single")
-LearnPart = Literal["throughput", "pick_cube"]
-LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube")
+LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym"]
+LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym")
+Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
+"""Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
 
 def _check_parts(parts: tuple[str, ...], known: tuple[str, ...]) -> None:
@@ -61,10 +63,12 @@ class SimBenchCfg:
 class LearnBenchCfg:
     """Learning speed: SAC learner updates/s against Stable-Baselines3, and steps to 90% on pick-cube."""
 
-    parts: tuple[LearnPart, ...] = LEARN_PARTS
-    """Parts to run: throughput (learner updates/s against Stable-Baselines3), pick_cube (env steps and
-    minutes to 90% success)."""
-    seeds: int = 3
+    parts: tuple[LearnPart, ...] = ("throughput", "pick_cube")
+    """Parts to run: throughput (learner updates/s against Stable-Baselines3, and a Walker2d training run's
+    wall-clock against SB3's), pick_cube (env steps and minutes to 90% success), offline_to_online (Cal-QL
+    and IQL with WSRL against RLPD and SAC from scratch on a mixed-quality pick-cube dataset), gym
+    (Walker2d-v5 and HalfCheetah-v5 returns against SB3's SAC)."""
+    seeds: int = 5
     """Training runs of the pick_cube part, seeds ``seed``, ``seed + 1``, ..."""
     steps: int = 20_000
     """Environment step budget of each pick_cube run."""
@@ -72,6 +76,9 @@ class LearnBenchCfg:
     """Environment steps between the evaluations of a pick_cube run."""
     eval_episodes: int = 50
     """Episodes per evaluation of a pick_cube run."""
+    stop_at_90: bool = False
+    """Stop a pick_cube run at its first evaluation at 90% (faster; whether success stays there, and so
+    ``pick_cube_min_success_after_90``, is then not measured)."""
     num_envs: int = 4
     """Worlds the pick_cube actor steps (train's default). The learner still makes one update per
     transition, so this only lets the acting policy lag by up to ``num_envs`` transitions."""
@@ -80,6 +87,23 @@ class LearnBenchCfg:
     minutes on 2 cores; a pilot at 4 took four times as long and learned no faster."""
     critics: tuple[int, ...] = (2, 10)
     """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
+    variants: tuple[Variant, ...] = ("bfloat16", "compiled_bfloat16", "hl_gauss", "crossq")
+    """Learner variants timed beside the defaults (2 critics each): bfloat16 matmuls, torch.compile,
+    the HL-Gauss critic, CrossQ's critic, 3-step returns."""
+    e2e_steps: int = 30_000
+    """Environment steps of the end-to-end run: ``robolearn train gym:Walker2d-v5`` against SB3's SAC
+    ``learn`` at the same steps, each on one torch thread (0: skip it)."""
+    offline_episodes: int = 40
+    """offline_to_online: episodes in the mixed-quality pick-cube dataset (half scripted expert, a
+    quarter expert only part of the way, a quarter random), recorded with ``robolearn record``."""
+    offline_steps: int = 5_000
+    """offline_to_online: gradient steps of offline pretraining (Cal-QL, IQL)."""
+    online_steps: int = 20_000
+    """offline_to_online: environment step budget of the online phase of each contender."""
+    gym_steps: int = 100_000
+    """gym: environment steps of each Walker2d-v5 and HalfCheetah-v5 run (robolearn's and SB3's)."""
+    gym_seeds: int = 3
+    """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
     updates: int = 200
     """Gradient updates per timed round of a throughput contender."""
     rounds: int = 5
@@ -99,10 +123,24 @@ class LearnBenchCfg:
     def check(self) -> None:
         """Refuse options outside their ranges, naming the option, the value and the range."""
         _check_parts(self.parts, LEARN_PARTS)
-        for name in ("seeds", "steps", "eval_every", "eval_episodes", "utd_ratio", "updates", "rounds"):
+        for name in (
+            "seeds",
+            "steps",
+            "eval_every",
+            "eval_episodes",
+            "utd_ratio",
+            "updates",
+            "rounds",
+            "offline_episodes",
+            "online_steps",
+            "gym_steps",
+            "gym_seeds",
+        ):
             check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)
         check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
         check_range("--warmup-updates", self.warmup_updates, 0)
+        check_range("--e2e-steps", self.e2e_steps, 0)
+        check_range("--offline-steps", self.offline_steps, 0)
         check_threads("--torch-threads", self.torch_threads)
         if not self.critics:
             raise ConfigError("--critics: critics must be ensemble sizes of at least 1, got none")

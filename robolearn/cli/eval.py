@@ -40,6 +40,9 @@ class EvalCmd:
     """Seed of the reset distribution."""
     randomize: bool = False
     """Apply the task's domain randomization."""
+    sim_params: Path | None = None
+    """A parameter file from ``robolearn sysid``: evaluate on the identified robot (randomization,
+    if on, centred on it)."""
     video: Path | None = None
     """Write the first episodes of world 0 to this mp4 file."""
     video_episodes: int = 1
@@ -74,7 +77,9 @@ def run_eval(cmd: EvalCmd) -> None:
         if len(cmd.targets) != 1:
             raise ConfigError(f"give one task name, or run folders; got {' '.join(cmd.targets)}")
         cfg = make_task_cfg(cmd.targets[0])
-        task_env = TaskEnv(cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
+        task_env = TaskEnv(
+            cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize, sim_params=cmd.sim_params
+        )
         summary = _rollout(cmd, task_env, make_policy(cmd.policy, cfg, cmd.num_envs, cmd.seed), cmd.policy)
         print(json.dumps(summary))
         return
@@ -82,10 +87,19 @@ def run_eval(cmd: EvalCmd) -> None:
     for run in runs:
         policy, meta = load_policy(run)
         env_id = gym_env_id(meta["task"])
+        if env_id is not None and cmd.sim_params is not None:
+            raise ConfigError(f"--sim-params needs a robolearn task; run {run} trained on {meta['task']}")
         env: Any = (
             GymVectorTask(env_id, cmd.num_envs, render=cmd.video is not None)
             if env_id is not None
-            else TaskEnv(meta["task"], cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize)
+            else TaskEnv(
+                meta["task"],
+                cmd.backend,
+                cmd.num_envs,
+                seed=cmd.seed,
+                randomize=cmd.randomize,
+                sim_params=cmd.sim_params,
+            )
         )
         summaries.append(_rollout(cmd, env, policy.act, str(run)))
     if len(summaries) == 1:

@@ -7,6 +7,7 @@ Gymnasium's own ``SyncVectorEnv`` returns over the one-world :class:`TaskGymEnv`
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -15,6 +16,7 @@ import numpy.typing as npt
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from robolearn.sim.backend import BoolArray, FloatArray
+from robolearn.tasks.cameras import ImageSpec
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
 from robolearn.tasks.worlds import TaskWorlds
 
@@ -23,6 +25,13 @@ RENDER_MODES = ("rgb_array",)
 
 def _finite_box(k: int) -> gym.spaces.Box:
     return gym.spaces.Box(-np.inf, np.inf, shape=(k,), dtype=np.float32)
+
+
+def _image_box(spec: ImageSpec) -> gym.spaces.Box:
+    """Colour: Box(0, 255, (H, W, 3), uint8); depth: metres, (H, W, 1) float32."""
+    if spec.kind == "rgb":
+        return gym.spaces.Box(0, 255, shape=spec.shape, dtype=np.uint8)
+    return gym.spaces.Box(0.0, np.inf, shape=spec.shape, dtype=np.float32)
 
 
 def _check_render_mode(render_mode: str | None) -> None:
@@ -87,9 +96,12 @@ class TaskEnv(TaskWorlds, VectorEnv):
         render_mode: str | None = "rgb_array",
         render_size: tuple[int, int] = (320, 240),
         nthread: int = 0,
+        sim_params: str | Path | None = None,
     ) -> None:
         _check_render_mode(render_mode)
-        super().__init__(task, backend, num_envs, seed=seed, randomize=randomize, nthread=nthread)
+        super().__init__(
+            task, backend, num_envs, seed=seed, randomize=randomize, nthread=nthread, sim_params=sim_params
+        )
         self.autoreset = autoreset
         self.render_mode = render_mode
         self.render_size = render_size
@@ -104,6 +116,7 @@ class TaskEnv(TaskWorlds, VectorEnv):
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
         self.single_observation_space = gym.spaces.Dict(
             {k: _finite_box(s) for k, s in self.observation_sizes.items()}
+            | {k: _image_box(spec) for k, spec in self.image_specs.items()}
         )
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
 
@@ -136,7 +149,7 @@ class TaskEnv(TaskWorlds, VectorEnv):
             info["final_info"], info["_final_info"] = _masked(step_info, ended), ended.copy()
             self.reset_worlds(ids)
             fresh = self.observe()
-            obs = {k: np.where(ended[:, None], fresh[k], v) for k, v in obs.items()}
+            obs = {k: np.where(ended.reshape(-1, *[1] * (v.ndim - 1)), fresh[k], v) for k, v in obs.items()}
         if not ended.all():
             info |= _masked(step_info, ~ended)
         return obs, reward, terminated, truncated, info

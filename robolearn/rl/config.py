@@ -26,6 +26,7 @@ from robolearn.options import (
 from robolearn.sim.backend import BackendName
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg
 from robolearn.tasks.core import TaskCfg, TaskError
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 
 MAX_WORLDS = 65_536
 """Most parallel worlds one actor steps; far beyond what one machine simulates in real time."""
@@ -192,6 +193,9 @@ class TrainCfg:
     """Transitions the online buffer holds."""
     randomize: bool = False
     """Train under the task's domain randomization."""
+    sim_params: Path | None = None
+    """A parameter file from ``robolearn sysid``: the identified robot becomes the task's nominal one,
+    and randomization is centred on it (robolearn tasks on the MuJoCo backends)."""
     eval_every: int = 2_000
     """Environment steps between evaluations."""
     eval_episodes: int = 20
@@ -267,6 +271,10 @@ class TrainCfg:
         if gym_env_id(self.task) is None:
             task = make_task_cfg(self.task)  # an unknown task fails here, before anything is written
             obs_terms, action_dim = len(task.observations), len(task.action.names)
+            if self.sim_params is not None:  # so does a bad parameter file, or one of another robot
+                apply_sim_params(task, load_sim_params(self.sim_params))
+        elif self.sim_params is not None:
+            raise ConfigError(f"--sim-params needs a robolearn task, not {self.task}")
         elif self.hil or self.reward != "task":
             raise ConfigError(f"--hil and --reward classifier need a robolearn task, not {self.task}")
         else:

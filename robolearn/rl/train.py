@@ -62,7 +62,14 @@ def make_train_env(cfg: TrainCfg, num_envs: int, seed: int, render: bool = False
         return GymVectorTask(env_id, num_envs, render=render)
     # The one-world MuJoCo reference cannot hold an evaluation batch; its batched twin can.
     backend = "mujoco_batch" if cfg.backend == "mujoco" and num_envs > 1 else cfg.backend
-    return TaskEnv(cfg.task, backend, num_envs, seed=seed, randomize=cfg.randomize and not render)
+    return TaskEnv(
+        cfg.task,
+        backend,
+        num_envs,
+        seed=seed,
+        randomize=cfg.randomize and not render,
+        sim_params=cfg.sim_params,
+    )
 
 
 @dataclass
@@ -313,7 +320,7 @@ def _demo_buffer(
         if task.expert is None:
             raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
         n = 8 if cfg.backend == "mujoco_batch" else 1
-        env = TaskEnv(task, cfg.backend, n, seed=seed)
+        env = TaskEnv(task, cfg.backend, n, seed=seed, sim_params=cfg.sim_params)
         scripted, attempts = collect_scripted_demos(
             env, task.expert(task), cfg.scripted_demos, scaler, cfg.replay_capacity, seed
         )

@@ -154,7 +154,11 @@ def build_problem(
         sensors.append(sysid.TimeSeries.from_names(rec.times, measured, base_model, names=names))
         states.append(model.initial_state(base_model, rec.qpos[0], rec.qvel[0], rec.ctrl[0]))
         seq_names.append(rec.name)
-    sequences = sysid.ModelSequences(model.robot, base, seq_names, states, controls, sensors)
+    # The measured signals are matched by name: a recording without efforts, or a task's model that
+    # also carries its frame sensors, measures fewer than the model simulates.
+    sequences = sysid.ModelSequences(
+        model.robot, base, seq_names, states, controls, sensors, allow_missing_sensors=True
+    )
 
     def build_model(p: Any, _spec: Any) -> Any:
         values = {name: float(p[name].value[0]) for name in nominal}
@@ -210,22 +214,35 @@ def identify(
     problem = build_problem(model, recordings, groups, payload_link)
     params, residual_fn = problem["params"], problem["residual_fn"]
     initial_cost = _cost(residual_fn, params.as_vector(), params)
-    if "command_delay" in problem["nominal"]:
-        _start_delay(params, residual_fn)
-    lo, hi = params.get_bounds()
-    # Parameters differ by orders of magnitude (kg m^2, s, multipliers): steps are taken in units of
-    # each one's plausible range.
-    x_scale = np.maximum(np.abs(params.as_nominal_vector()), (hi - lo) / 20.0)
     quiet = io.StringIO()  # the optimiser's per-iteration table; the CLI owns the terminal
-    fitted, opt_result = sysid.optimize(
-        initial_params=params,
-        residual_fn=residual_fn,
-        optimizer="mujoco",
-        verbose=False,
-        max_iters=max_iters,
-        x_scale=x_scale,
-        output=quiet,
-    )
+
+    def optimize(start: Any) -> tuple[Any, Any]:
+        lo, hi = start.get_bounds()
+        # Parameters differ by orders of magnitude (kg m^2, s, multipliers): steps are taken in
+        # units of each one's plausible range.
+        x_scale = np.maximum(np.abs(start.as_nominal_vector()), (hi - lo) / 20.0)
+        return sysid.optimize(
+            initial_params=start,
+            residual_fn=residual_fn,
+            optimizer="mujoco",
+            verbose=False,
+            max_iters=max_iters,
+            x_scale=x_scale,
+            output=quiet,
+        )
+
+    if "command_delay" in problem["nominal"]:
+        if len(problem["nominal"]) > 1:
+            # A heavier or weaker robot lags like a delayed one: scanning the delay with the rest
+            # nominal can land it on the bound. Fit the rest without delay first, then scan.
+            params["command_delay"].frozen = True
+            first, _ = optimize(params)
+            for name in problem["nominal"]:
+                params[name].value[:] = first[name].value
+            params["command_delay"].frozen = False
+            params.update_from_vector(params.as_vector())
+        _start_delay(params, residual_fn)
+    fitted, opt_result = optimize(params)
     residuals, _, _ = residual_fn(opt_result.x, fitted)
     _, intervals = sysid.calculate_intervals(residuals, opt_result.jac)
     final_cost = _cost(residual_fn, opt_result.x, fitted)

@@ -100,6 +100,10 @@ def _prepare(
 ) -> SysidModel:
     # Effort (the actuators' torque at each joint, as joint torque sensors or motor currents report it)
     # fixes the scale: without it, masses, friction, damping and gains scaled together move alike.
+    # mujoco.sysid compares a recording's columns with the model's first sensors: the measured ones
+    # (positions, velocities, then efforts) must be the only ones, in that order.
+    for sensor in list(spec.sensors):
+        spec.delete(sensor)
     kinds = (("pos", "JOINTPOS"), ("vel", "JOINTVEL"), ("effort", "JOINTACTFRC"))
     for prefix, kind in kinds:
         for joint in joints:

@@ -5,9 +5,10 @@ Two sources, found by what the path holds:
 - a LeRobot v3 dataset as robolearn writes it (:func:`write_dataset`, ``robolearn sysid --record``):
   ``observation.joint_pos`` and ``observation.joint_vel`` named by joint, ``action`` named by actuator
   (the controller inputs: joint targets, tool pose targets), one frame per control period;
-- a rosbag2 folder (MCAP) with ``sensor_msgs/JointState`` on a topic ending in ``joint_states``
-  (measured) and on one ending in ``joint_commands`` (``name`` the actuators, ``position`` their
-  inputs), as a robot's driver or a recorder on the robot computer writes them.
+- a rosbag2 folder (MCAP), or a folder of them (one per episode), with ``sensor_msgs/JointState``
+  on a topic ending in ``joint_states`` (measured) and on one ending in ``joint_commands`` (``name``
+  the actuators, ``position`` their inputs), as a robot's driver or a recorder on the robot
+  computer (``robolearn sysid --record --ros``) writes them.
 
 Commands are held from their time to the next (zero-order hold), as a robot's controller does.
 """
@@ -272,9 +273,13 @@ def read_recordings(path: Path | str) -> list[Recording]:
         recordings = _read_dataset(path)
     elif (path / "metadata.yaml").is_file():
         recordings = _read_bag(path)
+    elif path.is_dir() and (bags := sorted(p for p in path.iterdir() if (p / "metadata.yaml").is_file())):
+        # A folder of bags, one per episode (robolearn sysid --record --ros writes one).
+        recordings = [rec for bag in bags for rec in _read_bag(bag)]
     else:
         raise SysidError(
-            f"{path}: neither a LeRobot dataset (meta/info.json) nor a rosbag2 folder (metadata.yaml)"
+            f"{path}: neither a LeRobot dataset (meta/info.json), a rosbag2 folder (metadata.yaml) nor a "
+            "folder of rosbag2 folders"
         )
     if not recordings:
         raise SysidError(f"{path}: no episodes to fit")

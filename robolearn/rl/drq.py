@@ -1,0 +1,231 @@
+"""Learning from cameras: SAC on encoded observations with DrQ's augmentation (issue 13).
+
+Kostrikov, Yarats and Fergus, "Image Augmentation Is All You Need: Regularizing Deep Reinforcement
+Learning from Pixels" (DrQ, 2020); Yarats et al., "Mastering Visual Continuous Control" (DrQ-v2,
+2021); Luo et al., "SERL: A Software Suite for Sample-Efficient Robotic Reinforcement Learning"
+(2024), whose DrQ agent HIL-SERL trains real arms with:
+
+- every camera goes through a small conv encoder (:mod:`robolearn.policy.encoders`), state terms
+  are standardized beside it, and the SAC of :mod:`robolearn.rl.sac` works on the features;
+- images are randomly shifted (4 pixels) each time a batch is encoded, for the current and the
+  next observation (DrQ's K = M = 1);
+- the critic's TD loss trains the encoder; the actor reads the features detached (its gradient
+  would otherwise pull the representation towards what the current policy needs, DrQ section 3);
+  next-state features for the target are computed without gradient, by the online encoder, as in
+  DrQ-v2;
+- a frozen pretrained encoder (HIL-SERL's choice) has no optimizer: only the critic and actor learn.
+
+Frames are stored once per step in a :class:`~robolearn.rl.pixel_replay.FrameReplay` sized by a
+memory budget. On CPU this runs for correctness (a DrQ encoder's update over 512 64x64 images takes
+seconds per core); the learning figures of issue 13 are GPU runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from robolearn.envs.autoreset import EpisodeStatistics, transition_next_obs
+from robolearn.envs.task_env import TaskEnv
+from robolearn.errors import ConfigError
+from robolearn.policy.encoders import ObservationEncoder, load_encoder_weights
+from robolearn.policy.normalization import ActionScaler
+from robolearn.policy.pixel_network import PixelPolicy
+from robolearn.rl.config import SACConfig
+from robolearn.rl.pixel_replay import FrameReplay, capacity_for_budget
+from robolearn.rl.replay import Batch
+from robolearn.rl.sac import SAC
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PixelTrainCfg:
+    """Training a pixel task (one with cameras) with DrQ."""
+
+    task: str = "panda_pick_cube_pixels"
+    """A task with cameras (``robolearn tasks`` lists their image terms)."""
+    backend: str = "mujoco_batch"
+    """Simulator backend."""
+    num_envs: int = 1
+    """Worlds stepped together."""
+    steps: int = 10_000
+    """Environment steps (over all worlds)."""
+    seed: int = 0
+    """Seed of the environment, the networks and the sampler."""
+    device: str = "cpu"
+    """Torch device of the learner."""
+    learning_starts: int = 1_000
+    """Steps of uniformly random actions before the first update; state statistics come from them."""
+    replay_budget_mb: float = 1_024.0
+    """Memory the replay may take (MiB); its capacity in steps follows from the frame sizes."""
+    features: int = 50
+    """Features per camera (DrQ's 50)."""
+    pretrained_encoder: Path | None = None
+    """A local safetensors file of camera encoder weights (:func:`save_encoder_weights`); the
+    encoder is then frozen. None: train the encoder from scratch with the critic."""
+    encoder_lr: float = 3e-4
+    """Learning rate of the camera encoders (trained through the critic)."""
+    sac: SACConfig = field(default_factory=lambda: SACConfig(batch_size=128, init_temperature=0.1))
+    """The SAC on features (DrQ's initial temperature 0.1)."""
+
+    def check(self) -> None:
+        """Refuse inconsistent options with a one-line :class:`ConfigError`."""
+        if self.steps < 1 or self.num_envs < 1:
+            raise ConfigError(f"steps ({self.steps}) and num_envs ({self.num_envs}) must be at least 1")
+        if self.learning_starts < self.num_envs:
+            raise ConfigError(
+                f"learning_starts {self.learning_starts} must be at least num_envs {self.num_envs}"
+            )
+        if self.replay_budget_mb <= 0:
+            raise ConfigError(f"replay_budget_mb {self.replay_budget_mb} must be positive")
+        if self.pretrained_encoder is not None and not Path(self.pretrained_encoder).is_file():
+            raise ConfigError(f"pretrained encoder {self.pretrained_encoder}: no such file")
+
+
+class DrQLearner:
+    """SAC over an :class:`ObservationEncoder`, the encoder trained by the critic only."""
+
+    def __init__(
+        self,
+        encoder: ObservationEncoder,
+        action_dim: int,
+        cfg: SACConfig,
+        device: torch.device,
+        encoder_lr: float = 3e-4,
+    ) -> None:
+        self.device = device
+        self.encoder = encoder.to(device)
+        self.sac = SAC(encoder.feature_dim, action_dim, cfg, device)
+        self.cfg = cfg
+        trainable = [p for p in encoder.parameters() if p.requires_grad]
+        self.encoder_opt = torch.optim.Adam(trainable, lr=encoder_lr) if trainable else None
+
+    def _inputs(self, obs: dict[str, npt.NDArray[Any]]) -> list[torch.Tensor]:
+        return self.encoder.tensors(obs, self.device)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """``utd_ratio`` critic (and encoder) steps on consecutive slices, then one actor step."""
+        b, sac = self.cfg.batch_size, self.sac
+        obs, next_obs = self._inputs(batch.obs), self._inputs(batch.next_obs)
+        act = torch.as_tensor(batch.action, device=self.device)
+        rew = torch.as_tensor(batch.reward, device=self.device)
+        term = torch.as_tensor(batch.terminated, device=self.device)
+        discount = torch.full_like(rew, self.cfg.gamma)
+        losses, features = [], torch.zeros(0)
+        for k in range(self.cfg.utd_ratio):
+            s = slice(k * b, (k + 1) * b)
+            features = self.encoder.encode([x[s] for x in obs], augment=True)
+            with torch.no_grad():
+                next_features = self.encoder.encode([x[s] for x in next_obs], augment=True)
+            if self.encoder_opt is not None:
+                self.encoder_opt.zero_grad(set_to_none=True)
+            # critic_step's backward reaches the encoder through the features; its optimizer steps here.
+            losses.append(sac.critic_step(features, act[s], rew[s], next_features, term[s], discount[s]))
+            if self.encoder_opt is not None:
+                self.encoder_opt.step()
+        actor_loss, alpha, entropy = sac.actor_step(features.detach())  # the actor never trains the encoder
+        sac.updates += self.cfg.utd_ratio
+        return sac.metrics(torch.stack(losses).mean(), actor_loss, alpha, entropy)
+
+    def policy(self, action_low: npt.ArrayLike, action_high: npt.ArrayLike) -> PixelPolicy:
+        """The acting policy: this encoder and actor (shared, not copied)."""
+        return PixelPolicy(self.encoder, self.sac.actor, action_low, action_high)
+
+
+@dataclass
+class PixelRun:
+    """What a pixel training run produced."""
+
+    policy: PixelPolicy
+    replay: FrameReplay
+    metrics: list[dict[str, float]]
+    """One entry per update: critic_loss, actor_loss, temperature, entropy."""
+    episode_successes: list[bool]
+    """Each finished episode's success, in order."""
+    seconds: float
+
+
+def make_pixel_env(cfg: PixelTrainCfg) -> TaskEnv:
+    """The task's vector environment, refusing a task without cameras."""
+    env = TaskEnv(cfg.task, cfg.backend, cfg.num_envs, seed=cfg.seed, render_mode=None)
+    if not env.image_specs:
+        env.close()
+        raise ConfigError(
+            f"task {cfg.task} has no cameras; pixel training needs one (e.g. panda_pick_cube_pixels)"
+        )
+    return env
+
+
+def train_pixels(cfg: PixelTrainCfg) -> PixelRun:
+    """DrQ on a pixel task: random steps, then one update per environment step (see the module doc)."""
+    cfg.check()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    device = torch.device(cfg.device)
+    env = make_pixel_env(cfg)
+    try:
+        return _train(cfg, env, rng, device)
+    finally:
+        env.close()
+
+
+def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: torch.device) -> PixelRun:
+    started = time.perf_counter()
+    images = {k: spec.shape for k, spec in env.image_specs.items() if spec.kind == "rgb"}
+    if len(images) != len(env.image_specs):
+        raise ConfigError(f"task {cfg.task}: depth images are not learned from yet; use RGB cameras")
+    states = dict(env.observation_sizes)
+    shapes = {**images, **{k: (s,) for k, s in states.items()}}
+    action_dim = len(env.cfg.action.names)
+    capacity = capacity_for_budget(int(cfg.replay_budget_mb * 2**20), shapes, action_dim)
+    # A run never needs more than a slot per step plus one per ended episode (at most one per step).
+    replay = FrameReplay(min(capacity, 2 * cfg.steps + 4 * cfg.num_envs), shapes, action_dim)
+    log.info(
+        "replay: %d steps of %d bytes (%.1f MiB)",
+        replay.capacity,
+        replay.bytes_per_slot,
+        replay.nbytes / 2**20,
+    )
+    encoder = ObservationEncoder(
+        images, states, features=cfg.features, frozen=cfg.pretrained_encoder is not None
+    )
+    if cfg.pretrained_encoder is not None:
+        load_encoder_weights(encoder, Path(cfg.pretrained_encoder))
+    learner = DrQLearner(encoder, action_dim, cfg.sac, device, cfg.encoder_lr)
+    scaler = ActionScaler(env.cfg.action.low, env.cfg.action.high)
+    policy = learner.policy(scaler.low, scaler.high)
+    stats = EpisodeStatistics(env.num_envs)
+    metrics: list[dict[str, float]] = []
+    successes: list[bool] = []
+    obs, _ = env.reset(seed=cfg.seed)
+    warm: list[npt.NDArray[np.float32]] = []
+    steps = 0
+    while steps < cfg.steps:
+        if steps < cfg.learning_starts:
+            unit = rng.uniform(-1.0, 1.0, (env.num_envs, action_dim)).astype(np.float32)
+            warm.append(np.concatenate([obs[k].reshape(env.num_envs, -1) for k in states], axis=1))
+        else:
+            unit = scaler.to_unit(policy.act(obs, explore=True))
+        next_obs, reward, terminated, truncated, info = env.step(scaler.to_physical(unit))
+        replay.add(obs, unit, reward, transition_next_obs(next_obs, info), terminated, terminated | truncated)
+        ended = stats.step(reward, terminated, truncated, info)
+        if ended.successes is not None:
+            successes += ended.successes.tolist()
+        obs = next_obs
+        steps += env.num_envs
+        if steps >= cfg.learning_starts:
+            if warm:  # state statistics once, from the random steps (fixed afterwards: a stable input)
+                data = np.concatenate(warm)
+                encoder.set_state_statistics(data.mean(axis=0), data.std(axis=0))
+                warm = []
+            batch = replay.sample(cfg.sac.batch_size * cfg.sac.utd_ratio, rng)
+            metrics.append(learner.update(batch))
+    return PixelRun(policy, replay, metrics, successes, time.perf_counter() - started)
