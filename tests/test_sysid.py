@@ -210,3 +210,137 @@ def test_parameters_of_another_robot_are_refused() -> None:
     params = SimParams("tiny_arm", {"mass_scale": IdentifiedParam(1.0, 0.0, 1.0)})
     with pytest.raises(SimParamsError, match="fitted on robot 'tiny_arm'"):
         apply_sim_params(make_task_cfg("panda_reach"), params)
+
+
+# -- parameter files everywhere a simulated robot is made (issue 19) ---------------------------------
+def _write_panda_params(tmp_path: Path) -> Path:
+    path = tmp_path / "sim_params.yaml"
+    save_sim_params(_panda_params(), path)
+    return path
+
+
+def test_sim_robot_and_training_take_a_parameter_file(tmp_path: Path) -> None:
+    from robolearn.hardware.sim_robot import make_sim_robot
+    from robolearn.rl.config import TrainCfg
+    from robolearn.rl.train import make_train_env
+
+    path = _write_panda_params(tmp_path)
+    robot = make_sim_robot("panda_reach", sim_params=path)
+    assert robot.task_cfg.scene.robot.identified == _panda_params().dynamics()
+    env = make_train_env(TrainCfg(task="panda_reach", backend="mujoco", sim_params=path), 1, seed=0)
+    try:
+        dof = env.sim.model.joint("panda_joint1").dofadr[0]
+        assert env.sim.model.dof_damping[dof] == pytest.approx(2.0)
+    finally:
+        env.close()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("robot: panda\nparameters: {mass_scale: {value: -1, std: 0, nominal: 1}}\n")
+    with pytest.raises(SimParamsError, match="mass_scale must be positive"):
+        make_sim_robot("panda_reach", sim_params=bad)
+    with pytest.raises(SimParamsError, match="mass_scale must be positive"):
+        TrainCfg(task="panda_reach", sim_params=bad).check()
+
+
+def test_pybullet_applies_identified_dynamics(tmp_path: Path) -> None:
+    params = SimParams(
+        "panda",
+        {
+            "panda_joint1.damping": IdentifiedParam(2.0, 0.0, 1.0),
+            "panda_joint2.frictionloss": IdentifiedParam(0.5, 0.0, 0.0),
+            "ee_cart0.gain": IdentifiedParam(0.8, 0.0, 1.0),
+            "mass_scale": IdentifiedParam(1.3, 0.0, 1.0),
+            "command_delay": IdentifiedParam(0.02, 0.0, 0.0),
+        },
+    )
+    path = tmp_path / "p.yaml"
+    save_sim_params(params, path)
+    plain = TaskWorlds("panda_reach", "pybullet", 1, seed=0)
+    worlds = TaskWorlds("panda_reach", "pybullet", 1, seed=0, sim_params=path)
+    try:
+        sim, ref = worlds.sim, plain.sim
+        assert sim._nominal.damping[sim._dof["panda_joint1"]] == pytest.approx(2.0)  # type: ignore[attr-defined]
+        assert sim._joint_friction[sim._dof["panda_joint2"]] == pytest.approx(0.5)  # type: ignore[attr-defined]
+        assert sim._ctrl_gain[0] == pytest.approx(0.8)  # type: ignore[attr-defined]
+        mass, nominal = (
+            sim._clients[0].getDynamicsInfo(sim._robot, 3)[0],
+            ref._clients[0].getDynamicsInfo(ref._robot, 3)[0],
+        )  # type: ignore[attr-defined]
+        assert mass == pytest.approx(1.3 * nominal)
+        assert worlds._latency.tolist() == [1]
+    finally:
+        worlds.close()
+        plain.close()
+
+
+def test_sim_robot_node_refuses_a_bad_parameter_file(tmp_path: Path) -> None:
+    pytest.importorskip("rclpy")
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("robot: panda\nparameters: {j.stiffness: {value: 1, std: 0, nominal: 0}}\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "robolearn.hardware.ros.sim_robot_node",
+            "--ros-args",
+            "-p",
+            f"sim_params:={bad}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "unknown parameter 'j.stiffness'" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "train"])
+def test_cli_refuses_a_bad_parameter_file_in_one_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from robolearn.cli import main
+
+    args = [command, "panda_reach", "--sim-params", str(tmp_path / "none.yaml"), "--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as exc:
+        main(args if command == "train" else args[:-2])
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "none.yaml: no such parameter file" in lines[0], lines
+
+
+# -- excitation over ROS 2 ------------------------------------------------------------------------
+@pytest.mark.ros
+def test_ros_excitation_through_the_safety_layer_reads_back(tmp_path: Path) -> None:
+    pytest.importorskip("rclpy")
+    pytest.importorskip("rosbags")
+    from robolearn.hardware.ros.harness import private_domain, start_node, stop_node
+    from robolearn.sysid.model import model_from_task
+    from robolearn.sysid.ros_excitation import RosExcitationCfg, record_ros_excitation
+
+    domain = private_domain()
+    node = start_node("sim_robot_node", {"task": "panda_reach", "backend": "mujoco"}, domain)
+    try:
+        summary = record_ros_excitation(
+            RosExcitationCfg("panda_reach", tmp_path / "rec", episodes=2, timeout=90), domain
+        )
+    finally:
+        stop_node(node)
+    assert summary["episodes"] == 2
+    recordings = read_recordings(tmp_path / "rec")
+    assert len(recordings) == 2
+    cfg = make_task_cfg("panda_reach")
+    model = model_from_task(cfg, cfg.scene.robot.arm_joints)
+    for rec in recordings:
+        rec = rec.for_model(model)
+        assert len(rec.times) >= 25 and rec.effort is None
+        # The tool target moved (the excitation) and stayed inside the Panda's safety workspace.
+        target = rec.ctrl[:, :3]
+        assert np.ptp(target, axis=0).max() > 0.01
+        assert (target >= np.array([0.28, -0.3, 0.015]) - 0.06).all()
+        assert (target <= np.array([0.65, 0.3, 0.55]) + 0.06).all()
+        # The nominal model replays the nominal robot's motion closely.
+        sim = simulate(model, rec, None)
+        assert np.sqrt(np.mean((sim.qpos - rec.qpos) ** 2)) < 0.02

@@ -93,6 +93,8 @@ class LearnBenchCfg:
     e2e_steps: int = 30_000
     """Environment steps of the end-to-end run: ``robolearn train gym:Walker2d-v5`` against SB3's SAC
     ``learn`` at the same steps, each on one torch thread (0: skip it)."""
+    e2e_variant: Variant | None = None
+    """Learner variant of robolearn's end-to-end run (None: SAC's defaults)."""
     offline_episodes: int = 40
     """offline_to_online: episodes in the mixed-quality pick-cube dataset (half scripted expert, a
     quarter expert only part of the way, a quarter random), recorded with ``robolearn record``."""
@@ -242,8 +244,22 @@ class SysidBenchCfg:
     get the same relative to their spread."""
     seed: int = 0
     """Seed of the excitation and of the noise."""
+    ros: bool = True
+    """Also the ROS 2 half: the PyBullet robot with the same kinds of gap, excited over ROS 2 through
+    the safety layer (needs robolearn[ros])."""
+    ros_episodes: int = 6
+    """ROS 2 half: excitation episodes fitted (2 s each, panda_reach's episode length)."""
+    ros_held_out: int = 2
+    """ROS 2 half: further episodes the trajectory errors are measured on."""
+    ros_fit: tuple[str, ...] = ("damping", "mass", "delay")
+    """ROS 2 half: parameter groups fitted (joint_states carry no efforts, so gains and masses
+    cannot both be told apart)."""
+    ros_max_iters: int = 30
+    """ROS 2 half: most optimiser iterations."""
 
     def check(self) -> None:
         """Option ranges."""
         if self.episodes < 1 or not (0 < self.seconds <= 60) or self.noise < 0:
             raise ConfigError("episodes must be >= 1, seconds in (0, 60] and noise >= 0")
+        if self.ros_episodes < 1 or self.ros_held_out < 1 or self.ros_max_iters < 1:
+            raise ConfigError("ros-episodes, ros-held-out and ros-max-iters must be >= 1")

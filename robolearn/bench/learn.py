@@ -546,7 +546,10 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
     steps = cfg.e2e_steps
     with tempfile.TemporaryDirectory() as out:
         say(f"throughput: robolearn train gym:{WALKER} for {steps:,} steps")
-        summary = train(_gym_train_cfg(cfg, WALKER, steps, cfg.seed, Path(out)))
+        sac = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE)
+        if cfg.e2e_variant is not None:
+            sac = replace(sac, **VARIANTS[cfg.e2e_variant])
+        summary = train(_gym_train_cfg(cfg, WALKER, steps, cfg.seed, Path(out), sac=sac))
     robolearn_s = summary["wall_minutes"] * 60
     say(f"throughput: SB3 SAC learn on {WALKER} for {steps:,} steps")
     sb3 = _sb3_gym(WALKER, steps, cfg.seed, device)
@@ -556,6 +559,7 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
         "train_walltime": {
             "env": WALKER,
             "steps": steps,
+            "robolearn_variant": cfg.e2e_variant or "default",
             "robolearn_seconds": robolearn_s,
             "sb3_seconds": sb3_s,
             "sb3_unavailable": sb3 if isinstance(sb3, str) else None,

@@ -14,8 +14,10 @@ from robolearn.bench.config import SysidBenchCfg
 from robolearn.sim.scene import IdentifiedDynamics
 from robolearn.sysid.excitation import joint_excitation
 from robolearn.sysid.fit import identify, simulate
-from robolearn.sysid.model import model_from_mjcf
-from robolearn.sysid.recording import Recording
+from robolearn.sysid.model import SysidModel, model_from_mjcf, model_from_task
+from robolearn.sysid.recording import Recording, read_recordings
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.sim_params import IdentifiedParam, SimParams, save_sim_params
 
 ARM = """<mujoco model="bench_arm">
   <compiler angle="radian"/>
@@ -118,13 +120,16 @@ def run_sysid_bench(
             }
         )
     delay = fit.params.params["command_delay"]
-    summary = {
+    summary: dict[str, Any] = {
         "sysid_param_error_max": max(r["relative_error"] for r in rows),
         "sysid_delay_error_ms": abs(delay.value - 0.02) * 1e3,
         "sysid_control_period_ms": CONTROL_DT * 1e3,
         "sysid_fit_seconds": seconds,
         "sysid_parameters": len(rows) + 1,
     }
+    if cfg.ros:
+        with TemporaryDirectory() as tmp:
+            summary |= run_sysid_ros_bench(cfg, progress, Path(tmp))
     return rows, summary
 
 
@@ -136,3 +141,78 @@ def format_sysid_table(rows: list[dict[str, Any]]) -> str:
         for r in rows
     ]
     return "\n".join(lines)
+
+
+# -- the PyBullet robot over ROS 2 -----------------------------------------------------------------
+ROS_TASK = "panda_reach"
+"""The task whose robot the ROS 2 half excites (an arm task with a PyBullet scene)."""
+
+
+def gap_params() -> SimParams:
+    """The deliberate gap of the PyBullet robot: masses +30 %, joint friction x2 (the Panda file has
+    viscous friction only: damping 1 -> 2 N m s/rad), Cartesian controller gains -20 %, 20 ms delay."""
+    cfg = make_task_cfg(ROS_TASK)
+    robot = cfg.scene.robot
+    params = {
+        f"{j}.damping": IdentifiedParam(2.0 * robot.joint_damping[j], 0.0, robot.joint_damping[j])
+        for j in robot.arm_joints
+    }
+    params |= {f"ee_cart{a}.gain": IdentifiedParam(0.8, 0.0, 1.0) for a in range(6)}
+    params["mass_scale"] = IdentifiedParam(1.3, 0.0, 1.0)
+    params["command_delay"] = IdentifiedParam(0.02, 0.0, 0.0)
+    return SimParams(robot.name, params, source={"what": "robolearn bench sysid: the deliberate gap"})
+
+
+def trajectory_error(model: SysidModel, recordings: list[Recording], dyn: IdentifiedDynamics | None) -> float:
+    """RMS joint position error (rad) of open-loop replays of ``recordings`` through ``model``."""
+    errors = [simulate(model, r, dyn).qpos - r.for_model(model).qpos for r in recordings]
+    return float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
+
+
+def run_sysid_ros_bench(cfg: SysidBenchCfg, progress: Callable[[str], None], work: Path) -> dict[str, Any]:
+    """Excite the gapped PyBullet robot (sim_robot_node) over ROS 2 through the safety layer, fit the
+    task's nominal MuJoCo robot to all but the last ``cfg.ros_held_out`` episodes, and compare
+    trajectory errors on those held out."""
+    from robolearn.hardware.ros.harness import private_domain, start_node, stop_node
+    from robolearn.sysid.ros_excitation import RosExcitationCfg, record_ros_excitation
+
+    gap = work / "gap.yaml"
+    save_sim_params(gap_params(), gap)
+    domain = private_domain()
+    node = start_node(
+        "sim_robot_node",
+        {"task": ROS_TASK, "backend": "pybullet", "sim_params": str(gap), "seed": cfg.seed},
+        domain,
+    )
+    episodes = cfg.ros_episodes + cfg.ros_held_out
+    progress(f"sysid: recording {episodes} excitation episodes of the gapped PyBullet {ROS_TASK} over ROS 2")
+    try:
+        summary = record_ros_excitation(
+            RosExcitationCfg(ROS_TASK, work / "recording", episodes=episodes, seed=cfg.seed), domain
+        )
+    finally:
+        stop_node(node)
+    recordings = read_recordings(work / "recording")
+    task = make_task_cfg(ROS_TASK)
+    model = model_from_task(task, task.scene.robot.arm_joints)
+    fit_on, held_out = recordings[: cfg.ros_episodes], recordings[cfg.ros_episodes :]
+    progress(f"sysid: fitting {', '.join(cfg.ros_fit)} of {model.robot} to {len(fit_on)} episodes")
+    start = time.perf_counter()
+    fit = identify(model, fit_on, cfg.ros_fit, max_iters=cfg.ros_max_iters)
+    seconds = time.perf_counter() - start
+    nominal = trajectory_error(model, held_out, None)
+    identified = trajectory_error(model, held_out, fit.params.dynamics())
+    truth = trajectory_error(model, held_out, gap_params().dynamics())
+    return {
+        "sysid_traj_error_ratio": identified / nominal,
+        "sysid_traj_error_nominal_rad": nominal,
+        "sysid_traj_error_identified_rad": identified,
+        "sysid_traj_error_true_params_rad": truth,
+        "sysid_ros_episodes": len(fit_on),
+        "sysid_ros_held_out": len(held_out),
+        "sysid_ros_frames": summary["frames"],
+        "sysid_ros_interventions": summary["interventions"],
+        "sysid_ros_fit_seconds": seconds,
+        "sysid_ros_identified": {k: p.value for k, p in fit.params.params.items()},
+        "sysid_transfer_gain": None,
+    }

@@ -22,7 +22,13 @@ class SysidCmd:
     data: Path | None = None
     """Recordings to fit: a LeRobot dataset (robolearn sysid --record writes one) or a rosbag2 folder."""
     record: Path | None = None
-    """Instead of fitting: record a multisine excitation of the simulated robot to this new dataset."""
+    """Instead of fitting: record a multisine excitation of the simulated robot to this new dataset
+    (with --ros: of the robot on ROS 2, to this new folder of rosbag2 episodes)."""
+    ros: bool = False
+    """With --record: excite the robot speaking docs/ros.md's topics on this ROS domain (ROBOT a task
+    name; every command through the safety layer), one rosbag2 folder per robot episode."""
+    safety: str = ""
+    """With --ros: safety configuration, a robot name or YAML path ("": the task's robot)."""
     sim_params: Path | None = None
     """With --record: a parameter file giving the simulated robot's dynamics (a stand-in for the real one)."""
     out: Path = Path("runs/sysid")
@@ -38,7 +44,8 @@ class SysidCmd:
     episodes: int = 3
     """With --record: episodes, each with its own frequencies."""
     amplitude: float = 0.8
-    """With --record: largest excursion of each joint from its home position (rad or m)."""
+    """With --record: largest excursion of each joint from its home position (rad or m); with --ros,
+    of each displaced component of the task's action from the episode's start (0.04 suits the Panda)."""
     fps: int = 100
     """With --record: commands and samples per second."""
 
@@ -52,6 +59,12 @@ class SysidCmd:
             raise RobolearnError("--max-iters, --episodes and --fps must be at least 1")
         if not (0 < self.seconds <= 600) or not (0 < self.amplitude <= 3.0):
             raise RobolearnError("--seconds must be in (0, 600] and --amplitude in (0, 3] (rad or m)")
+        if self.ros and self.record is None:
+            raise RobolearnError("--ros records an excitation: give --record PATH")
+        if self.ros and self.amplitude > 0.5:
+            raise RobolearnError(
+                "--ros: --amplitude is the tool's or joints' excursion, at most 0.5 (m or rad)"
+            )
 
 
 def _model(robot: str) -> object:
@@ -70,6 +83,20 @@ def _model(robot: str) -> object:
 def run_sysid(cmd: SysidCmd) -> None:
     """Record an excitation, or fit and write the parameter file, MuJoCo's report and the plot."""
     from robolearn.sysid.model import SysidModel
+
+    if cmd.ros:
+        import os
+
+        from robolearn.sysid.ros_excitation import RosExcitationCfg, record_ros_excitation
+
+        assert cmd.record is not None
+        excitation = RosExcitationCfg(
+            cmd.robot, cmd.record, episodes=cmd.episodes, amplitude=cmd.amplitude, robot=cmd.safety
+        )
+        summary = record_ros_excitation(excitation, int(os.environ.get("ROS_DOMAIN_ID", "0")))
+        print(f"{summary['episodes']} excitation episodes recorded over ROS 2 to {cmd.record}")
+        print(json.dumps(summary))
+        return
 
     model = _model(cmd.robot)
     assert isinstance(model, SysidModel)

@@ -21,7 +21,9 @@ def run_train(cmd: TrainCfg) -> None:
 
     from robolearn.rl.train import train  # torch: only when training
 
-    bar = tqdm(total=cmd.steps, desc=f"train {cmd.task}", unit="step", file=sys.stderr, dynamic_ncols=True)
+    bar = tqdm(
+        total=cmd.total_steps, desc=f"train {cmd.task}", unit="step", file=sys.stderr, dynamic_ncols=True
+    )
     last = [0.0]
 
     def progress(state: RunState, live: dict[str, float]) -> None:

@@ -199,13 +199,21 @@ class TaskGymEnv(gym.Env):
         return {k: v[0] for k, v in obs.items()}, {}
 
     def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.vec.step(np.asarray(action)[None])
+        # The worlds directly, not TaskEnv.step: one world never autoresets, so the vector info's
+        # masks would only be built to be taken apart again (issue 18: the per-step path).
+        vec = self.vec
+        reward, success, terminated, truncated, unstable, rejected = vec.advance(np.asarray(action)[None])
+        info = {
+            "success": bool(success[0]),
+            "action_rejected": bool(rejected[0]),
+            "sim_unstable": bool(unstable[0]),
+        }
         return (
-            {k: v[0] for k, v in obs.items()},
+            {k: v[0] for k, v in vec.observe().items()},
             float(reward[0]),
             bool(terminated[0]),
             bool(truncated[0]),
-            {k: bool(v[0]) for k, v in info.items() if not k.startswith("_")},
+            info,
         )
 
     def render(self) -> npt.NDArray[np.uint8]:

@@ -232,15 +232,6 @@ def identify(
         )
 
     if "command_delay" in problem["nominal"]:
-        if len(problem["nominal"]) > 1:
-            # A heavier or weaker robot lags like a delayed one: scanning the delay with the rest
-            # nominal can land it on the bound. Fit the rest without delay first, then scan.
-            params["command_delay"].frozen = True
-            first, _ = optimize(params)
-            for name in problem["nominal"]:
-                params[name].value[:] = first[name].value
-            params["command_delay"].frozen = False
-            params.update_from_vector(params.as_vector())
         _start_delay(params, residual_fn)
     fitted, opt_result = optimize(params)
     residuals, _, _ = residual_fn(opt_result.x, fitted)

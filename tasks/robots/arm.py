@@ -121,13 +121,16 @@ def ee_delta_to_controls(
     """
     ee = env.sim.frame_pos("ee")
     target = np.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
-    target = np.clip(np.clip(target, ee - max_lead, ee + max_lead), workspace_low, workspace_high)
+    target = target.clip(ee - max_lead, ee + max_lead).clip(workspace_low, workspace_high)
     env.state["ee_target"] = target
-    parts = [target, np.zeros((env.num_envs, 3))]
+    # Controls: impedance target position (3), rotation vector from the nominal orientation (3, held
+    # at zero), then each finger's opening.
     fingers = len(env.cfg.scene.robot.gripper_joints)
+    controls = np.zeros((env.num_envs, 6 + fingers))
+    controls[:, :3] = target
     if fingers:
-        parts.append(np.repeat(action[:, 3:4] / fingers, fingers, axis=1))
-    return np.concatenate(parts, axis=1)
+        controls[:, 6:] = action[:, 3:4] / fingers
+    return controls
 
 
 def ee_delta_action(
