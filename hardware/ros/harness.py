@@ -105,13 +105,21 @@ def local_node(name: str, domain_id: int) -> Iterator[Any]:
     executor = make_executor(context)
     executor.add_node(node)
     stop = threading.Event()
+    failed: list[BaseException] = []
 
     def spin() -> None:
-        while not stop.is_set() and context.ok():
-            executor.spin_once(timeout_sec=0.05)
+        # A callback that raises ends the spinning: no callback runs after it, so the block that
+        # waits for one must hear of it (``callbacks_alive``) rather than wait out its timeout.
+        try:
+            while not stop.is_set() and context.ok():
+                executor.spin_once(timeout_sec=0.05)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
 
     thread = threading.Thread(target=spin, name=f"{name}_spin", daemon=True)
     thread.start()
+    node.callbacks_alive = lambda: not failed  # type: ignore[attr-defined]
     try:
         yield node
     finally:
@@ -120,6 +128,8 @@ def local_node(name: str, domain_id: int) -> Iterator[Any]:
         executor.shutdown()
         node.destroy_node()
         context.try_shutdown()
+    if failed:
+        raise RuntimeError(f"a callback of {name} raised: {failed[0]!r}") from failed[0]
 
 
 def unmatched(endpoints: Iterable[Any]) -> list[str]:

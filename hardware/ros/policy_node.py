@@ -13,7 +13,14 @@ callbacks would delay it). With ``trigger`` ``observation`` it acts as soon as a
 arrives (every source stamped with the same time), which removes the wait for the next tick; the
 thread then only enforces the watchdog.
 
-Safety: the newest stamps feed the safety layer's watchdog; stale observations (a dead sensor, a
+State messages arrive serialized (``raw=True``) and are read field by field into the view
+(:class:`~robolearn.hardware.ros.messages.CdrReader`), without rclpy's Python message objects. Only
+the topics the task needs are required (:func:`~robolearn.hardware.ros.state_view.required_sources`);
+one still silent a second after start is logged by name, a refused message once with what is
+expected, both then every :data:`REPEAT_LOG_PERIOD` seconds. ``profile_path`` times every step's
+stages (:data:`STAGES`); a step longer than the period counts as a deadline miss.
+
+Safety: the newest stamps of the required topics feed the safety layer's watchdog; stale observations (a dead sensor, a
 cut link) make it send the embodiment's safe-stop command. ``estop`` (``std_msgs/Bool``, latched:
 reliable, transient local) true latches the e-stop; ``estop_reset`` (``std_msgs/Empty``) clears it.
 Intervention counters go out on ``safety`` (``std_msgs/String``, JSON) twice a second.

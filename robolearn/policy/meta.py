@@ -46,6 +46,26 @@ class ObsTermSpec(NamedTuple):
     units: str
 
 
+ENCODINGS = ("rgb8",)
+"""Camera encodings a pixel policy takes: ``rgb8`` is sensor_msgs/Image's name for (H, W, 3) uint8 RGB."""
+
+
+class CameraSpec(NamedTuple):
+    """One camera input of a pixel policy (issue 13)."""
+
+    name: str
+    """The observation key and graph input (``wrist_rgb``)."""
+    camera: str
+    """The task's camera it comes from (``wrist``)."""
+    height: int
+    width: int
+    encoding: str
+    """One of :data:`ENCODINGS`."""
+
+    def describe(self) -> str:
+        return f"{self.name!r} {self.width}x{self.height} {self.encoding}"
+
+
 def brackets(items: Sequence[object]) -> str:
     """A shape or a list of names as ``[3]``, ``[speed, steering_angle]``."""
     return f"[{', '.join(str(x) for x in items)}]"
@@ -83,6 +103,8 @@ class PolicyMeta:
     """Run folder the policy came from, or ``scripted:<task>``."""
     files: Mapping[str, str]
     """Model file name to its SHA-256."""
+    cameras: tuple[CameraSpec, ...] = ()
+    """Camera inputs, before the flat state vector (empty for a state-only policy)."""
 
     @property
     def offsets(self) -> dict[str, int]:
@@ -123,10 +145,16 @@ class PolicyMeta:
                 "high": list(self.action_high),
                 "neutral": list(self.action_neutral),
             },
+            **({"cameras": [c._asdict() for c in self.cameras]} if self.cameras else {}),
             "control_hz": self.control_hz,
             "network": {
                 "hidden": list(self.hidden),
-                "input": "(n, observation_dim) float32: the observation terms in physical units, "
+                "input": (
+                    "one (n, height, width, 3) uint8 RGB input per camera, named and ordered as listed, then "
+                    if self.cameras
+                    else ""
+                )
+                + "(n, observation_dim) float32: the observation terms in physical units, "
                 "flattened and concatenated in the order listed",
                 "output": "(n, action dim) float32: the action in physical units, within [low, high]",
             },
@@ -168,6 +196,16 @@ class PolicyMeta:
                 exported_at=str(data["exported_at"]),
                 source=str(data["source"]),
                 files={str(k): str(v["sha256"]) for k, v in data["files"].items()},
+                cameras=tuple(
+                    CameraSpec(
+                        str(c["name"]),
+                        str(c["camera"]),
+                        int(c["height"]),
+                        int(c["width"]),
+                        str(c["encoding"]),
+                    )
+                    for c in data.get("cameras", [])
+                ),
             )
             offsets = meta.offsets
             for t in data["observation"]:
@@ -203,6 +241,14 @@ class PolicyMeta:
                 raise ValueError(f"action {name!r}: need low <= neutral <= high, got {lo}, {mid}, {hi}")
         if any(h <= 0 for h in self.hidden):
             raise ValueError(f"hidden sizes must be positive, got {list(self.hidden)}")
+        for cam in self.cameras:
+            if cam.encoding not in ENCODINGS or cam.height <= 0 or cam.width <= 0:
+                raise ValueError(
+                    f"camera {cam.describe()}: need positive sizes and an encoding in {list(ENCODINGS)}"
+                )
+        names = [c.name for c in self.cameras] + [t.name for t in self.obs]
+        if len(set(names)) != len(names):
+            raise ValueError("a camera input repeats the name of another input")
 
 
 def read_meta(folder: Path) -> PolicyMeta:

@@ -63,9 +63,11 @@ ONNX_OPS = frozenset(
         "Gemm", "MatMul", "Relu", "LeakyRelu", "Elu", "Tanh", "Sigmoid", "Softplus", "Clip",
         "LayerNormalization", "ReduceMean", "Constant", "Identity", "Reshape", "Flatten",
         "Concat", "Slice", "Gather", "Shape", "Unsqueeze", "Squeeze", "Cast", "Transpose",
+        "Conv",
     }
 )  # fmt: skip
-"""Operators an exported MLP policy's ONNX graph may contain: arithmetic, activations, shapes."""
+"""Operators an exported policy's ONNX graph may contain: arithmetic, activations, shapes, and the
+convolutions of a pixel policy's camera encoders (issue 13; no pooling: the encoders use none)."""
 
 TORCHSCRIPT_OPS = frozenset(
     {
@@ -78,6 +80,7 @@ TORCHSCRIPT_OPS = frozenset(
         "aten::clamp", "aten::clip", "aten::layer_norm", "aten::mean", "aten::cat", "aten::reshape",
         "aten::view", "aten::flatten", "aten::slice", "aten::select", "aten::size", "aten::unsqueeze",
         "aten::squeeze", "aten::contiguous", "aten::Int", "aten::detach",
+        "aten::_convolution", "aten::permute", "aten::to",
     }
 )  # fmt: skip
 """Operators the ``forward`` graph of an exported TorchScript policy may contain."""
@@ -105,9 +108,10 @@ class DeployedPolicy(ABC):
     def _clip(self, action: npt.NDArray[Any]) -> FloatArray:
         return np.clip(np.asarray(action, np.float64), self.meta.action_low, self.meta.action_high)
 
-    def _terms(self, obs: Mapping[str, npt.ArrayLike], batched: bool) -> dict[str, npt.NDArray[np.float32]]:
-        """Each term as (n, size) float32, after checking it is present with the expected shape."""
-        out: dict[str, npt.NDArray[np.float32]] = {}
+    def _terms(self, obs: Mapping[str, npt.ArrayLike], batched: bool) -> dict[str, npt.NDArray[Any]]:
+        """Each term as (n, size) float32 and each camera as (n, H, W, 3) uint8, after checking it is
+        present with the expected shape."""
+        out: dict[str, npt.NDArray[Any]] = _camera_inputs(self.meta, obs, batched)
         n = None
         for name, shape, units in self.meta.obs:
             if name not in obs:
@@ -164,6 +168,11 @@ class DeployedPolicy(ABC):
                 problems.append(
                     f"policy expects observation {name!r} {brackets(shape)} but robot provides {got}"
                 )
+        for cam in m.cameras:
+            have = task_cfg.cameras.get(cam.camera)
+            if have is None or (have.height, have.width) != (cam.height, cam.width):
+                got = f"{have.width}x{have.height}" if have is not None else "no such camera"
+                problems.append(f"policy expects camera {cam.describe()} but robot provides {got}")
         act = task_cfg.action
         if tuple(act.names) != m.action_names:
             problems.append(
@@ -184,19 +193,46 @@ class DeployedPolicy(ABC):
             )
 
 
+def _camera_inputs(
+    meta: PolicyMeta, obs: Mapping[str, npt.ArrayLike], batched: bool
+) -> dict[str, npt.NDArray[Any]]:
+    """Each camera image of a pixel policy as (n, H, W, 3) uint8; a missing camera, another
+    resolution or another encoding is refused with one line naming it."""
+    out: dict[str, npt.NDArray[Any]] = {}
+    for cam in meta.cameras:
+        if cam.name not in obs:
+            raise PolicyMismatchError(
+                f"policy expects camera {cam.describe()} but the observation has only "
+                f"{', '.join(sorted(obs)) or 'nothing'}"
+            )
+        image = np.asarray(obs[cam.name])
+        shape = image.shape[1:] if batched else image.shape
+        if image.dtype != np.uint8 or shape != (cam.height, cam.width, 3):
+            got = "x".join(str(d) for d in shape)
+            raise PolicyMismatchError(
+                f"policy expects camera {cam.describe()} (uint8, height x width x 3) "
+                f"but gets {image.dtype} {got}"
+            )
+        out[cam.name] = image if batched else image[None]
+    return out
+
+
+Net = Callable[[npt.NDArray[np.float32], Mapping[str, npt.NDArray[np.uint8]]], npt.NDArray[Any]]
+"""A loaded graph: (flat state terms, camera images by input name) to actions."""
+
+
 class ExportedPolicy(DeployedPolicy):
     """A loaded policy folder: the network graph and its metadata."""
 
-    def __init__(
-        self, meta: PolicyMeta, net: Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]], runtime: Runtime
-    ) -> None:
+    def __init__(self, meta: PolicyMeta, net: Net, runtime: Runtime) -> None:
         self.meta = meta
         self._net = net
         self.runtime = runtime
         """What runs the network: torchscript or onnx."""
 
-    def _act(self, obs: dict[str, npt.NDArray[np.float32]]) -> npt.NDArray[Any]:
-        return self._net(np.concatenate([obs[t.name] for t in self.meta.obs], axis=1))
+    def _act(self, obs: dict[str, npt.NDArray[Any]]) -> npt.NDArray[Any]:
+        images = {c.name: obs[c.name] for c in self.meta.cameras}
+        return self._net(np.concatenate([obs[t.name] for t in self.meta.obs], axis=1), images)
 
 
 class ScriptedPolicy(DeployedPolicy):
@@ -296,7 +332,7 @@ def check_torchscript_graph(path: Path, module: Any) -> None:
         )
 
 
-def _torchscript_net(model: Path) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
+def _torchscript_net(model: Path) -> Net:
     check_torchscript_archive(model)
     import torch  # only here: an ONNX deployment never imports torch
 
@@ -307,13 +343,15 @@ def _torchscript_net(model: Path) -> Callable[[npt.NDArray[np.float32]], npt.NDA
     check_torchscript_graph(model, module)
 
     @torch.inference_mode()
-    def net(x: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
-        return module(torch.from_numpy(x)).numpy()
+    def net(x: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> npt.NDArray[Any]:
+        # Cameras first, in policy.json's order (a dict keeps it), then the state vector.
+        frames = [torch.from_numpy(np.ascontiguousarray(v)) for v in images.values()]
+        return module(*frames, torch.from_numpy(x)).numpy()
 
     return net
 
 
-def _onnx_net(model: Path) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[Any]]:
+def _onnx_net(model: Path) -> Net:
     check_onnx_graph(model)
     if importlib.util.find_spec("onnxruntime") is None:
         raise ExportError("runtime onnx needs the onnxruntime package: pip install 'robolearn[onnx]'")
@@ -328,8 +366,8 @@ def _onnx_net(model: Path) -> Callable[[npt.NDArray[np.float32]], npt.NDArray[An
     except Exception as exc:  # onnxruntime raises its own exception types for a bad graph
         raise CorruptFileError(f"{model} is not an ONNX policy ({first_line(exc)})") from None
 
-    def net(x: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
-        return np.asarray(session.run(None, {"obs": x})[0])
+    def net(x: npt.NDArray[np.float32], images: Mapping[str, npt.NDArray[np.uint8]]) -> npt.NDArray[Any]:
+        return np.asarray(session.run(None, {**images, "obs": x})[0])
 
     return net
 
@@ -350,8 +388,9 @@ def load_exported(path: Path, runtime: Runtime = "torchscript") -> ExportedPolic
     else:
         raise ExportError(f"unknown runtime {runtime!r}; choose {', '.join(RUNTIMES)}")
     probe = np.zeros((1, meta.obs_dim), np.float32)
+    frames = {c.name: np.zeros((1, c.height, c.width, 3), np.uint8) for c in meta.cameras}
     try:
-        out = np.asarray(net(probe))
+        out = np.asarray(net(probe, frames))
     except Exception as exc:  # the graph's own error for an input it was not made for
         raise CorruptFileError(
             f"{model} does not take the {meta.obs_dim} observation values {META_FILE} declares "

@@ -215,6 +215,15 @@ class TrainCfg:
     thread pool: measured on 2 busy cores, 2 threads gave 1.5 updates/s where 1 gave 33."""
     threaded: bool = False
     """Run the actor in its own thread (faster; not bit-for-bit repeatable)."""
+    exchange: Literal["local", "ray"] = "local"
+    """How actors and learner meet: in this process, or as Ray processes (``pip install robolearn[ray]``;
+    see docs/distributed.md)."""
+    actors: int = 1
+    """Actor processes with ``--exchange ray``, each stepping ``--num-envs`` worlds with its own seed."""
+    ray_address: str | None = None
+    """Ray head to join (``host:port`` or ``auto``); None starts a local Ray cluster for the run."""
+    ray_timeout: float = 30.0
+    """Seconds any remote call between actors and learner may take before it counts as failed."""
     sac: SACConfig = field(default_factory=SACConfig)
     """Learner hyperparameters."""
     offline: tuple[Path, ...] = ()
@@ -265,6 +274,7 @@ class TrainCfg:
         check_range("--stop-at-success", self.stop_at_success, 0, 1, low_open=True, allow_none=True)
         check_range("--checkpoint-every", self.checkpoint_every, 1)
         check_threads("--torch-threads", self.torch_threads)
+        self._check_exchange()
         kind, _, path = self.reward.partition(":")
         if self.reward != "task" and (kind != "classifier" or not path):
             raise ConfigError(f"--reward must be 'task' or 'classifier:PATH', got {self.reward!r}")
@@ -289,6 +299,21 @@ class TrainCfg:
         check_memory("--replay-capacity", self.replay_capacity, needed)
         if self.resume is None:
             check_output_dir("--name" if self.name else "--out", self.out / (self.name or ""))
+
+    def _check_exchange(self) -> None:
+        """Options of ``--exchange ray``; refused where they mean nothing or cannot work there."""
+        check_range("--actors", self.actors, 1, 1_024)
+        check_range("--ray-timeout", self.ray_timeout, 0.1, 3_600)
+        if self.exchange == "local":
+            if self.actors != 1 or self.ray_address is not None:
+                raise ConfigError("--actors and --ray-address need --exchange ray")
+            return
+        if self.hil:
+            raise ConfigError("--hil needs the person at the learner's actor: use --exchange local")
+        if self.sac.n_step > 1:
+            # Actors' transitions interleave in the online buffer: a world's successor is not a
+            # fixed number of slots on.
+            raise ConfigError("--sac.n-step above 1 needs --exchange local")
 
 
 @dataclass(frozen=True)

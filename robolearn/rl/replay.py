@@ -227,7 +227,7 @@ def sample_training_batch(
     n_demo = 0
     if demos is not None and len(demos) > 0:
         n_demo = batch_size if len(online) == 0 else round(batch_size * demo_fraction)
-    if n_demo:
+    if demos is not None and n_demo:
         parts.append(take_n_step(demos, rng.integers(0, len(demos), n_demo), n_step, gamma, 1))
     if batch_size - n_demo:
         if len(online) == 0:

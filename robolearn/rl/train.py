@@ -34,7 +34,14 @@ from robolearn.policy.loading import LATEST
 from robolearn.policy.meta import run_policy_record
 from robolearn.policy.network import policy_from_weights
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
-from robolearn.rl.actor_learner import ActorRole, LearnerRole, LocalExchange, Weights
+from robolearn.rl.actor_learner import (
+    ActorRole,
+    Exchange,
+    LearnerRole,
+    LocalExchange,
+    PolicyFactory,
+    Weights,
+)
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.rl.demos import collect_scripted_demos
@@ -81,6 +88,8 @@ class RunState:
     episodes: int = 0
     wall_seconds: float = 0.0
     evals: list[dict[str, Any]] = field(default_factory=list)
+    actors: dict[str, Any] | None = None
+    """With ``--exchange ray``: actor processes, their restarts and why they died."""
 
 
 def _run_dir(cfg: TrainCfg) -> Path:
@@ -159,7 +168,7 @@ def train(
     online = ReplayBuffer(cfg.replay_capacity, obs_shapes, action_dim)
     demos: ReplayBuffer | None = None
     state = RunState()
-    exchange = LocalExchange()
+    exchange: Exchange = LocalExchange() if cfg.exchange == "local" else _ray_exchange(cfg, run_dir)
     learner_seed = int(seeds[2])
 
     if resuming:
@@ -196,24 +205,26 @@ def train(
     if resuming:
         set_rng_state(learner.rng, loaded.state["learner_rng"])
 
-    def make_actor_policy(weights: Weights) -> Callable[[Any, bool], Any]:
-        return policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden).act
-
     interventions, recorder = _human_in_the_loop(cfg, env, run_dir, int(seeds[3]) + state.env_steps)
-    actor = ActorRole(
-        env,
-        exchange,
-        make_actor_policy,
-        scaler,
-        seed=int(seeds[0]) + state.env_steps,
-        # After pretraining the pretrained policy acts from the first step (WSRL's warm-up).
-        random_steps=0 if cfg.offline else max(0, cfg.random_steps - state.env_steps),
-        interventions=interventions,
-        reward_fn=reward_fn,
-        recorder=recorder,
-    )
+    actor: ActorRole | None = None
+    remote = None
+    if cfg.exchange == "local":
+        actor = ActorRole(
+            env,
+            exchange,
+            _policy_factory(cfg, layout, scaler),
+            scaler,
+            seed=int(seeds[0]) + state.env_steps,
+            # After pretraining the pretrained policy acts from the first step (WSRL's warm-up).
+            random_steps=0 if cfg.offline else max(0, cfg.random_steps - state.env_steps),
+            interventions=interventions,
+            reward_fn=reward_fn,
+            recorder=recorder,
+        )
     if state.env_steps > 0 or cfg.offline:
         learner.publish()
+    if cfg.exchange == "ray":
+        remote = _ray_actors(cfg, run_dir, int(seeds[0]) + state.env_steps, cfg.total_steps - state.env_steps)
 
     from torch.utils.tensorboard import SummaryWriter
 
@@ -223,7 +234,7 @@ def train(
     next_ckpt = (state.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
     stop = threading.Event()
     thread = None
-    if cfg.threaded:
+    if cfg.threaded and actor is not None:
         thread = threading.Thread(
             target=actor.run, args=(stop, cfg.total_steps - state.env_steps), daemon=True
         )
@@ -236,10 +247,16 @@ def train(
     if interventions is not None:
         interventions.connect()
     try:
-        while state.env_steps < cfg.total_steps and not _succeeded(cfg, state) and not actor.quit_requested:
-            if thread is None:
+        while state.env_steps < cfg.total_steps and not _succeeded(cfg, state):
+            if actor is not None and actor.quit_requested:
+                break
+            if actor is not None and thread is None:
                 actor.step()
-            arrived = learner.ingest(block=thread is not None, timeout=1.0)
+            if remote is not None:
+                remote.supervise()  # restarts an actor process that died
+                if remote.all_finished and exchange.stats()["pending"] == 0:  # type: ignore[attr-defined]
+                    break  # every actor spent its budget and nothing is pending
+            arrived = learner.ingest(block=actor is None or thread is not None, timeout=1.0)
             state.env_steps = learner.env_steps
             if len(online) >= learning_starts:
                 # Keep the update-to-data ratio: one learner step (utd critic updates) per transition.
@@ -271,11 +288,16 @@ def train(
                 state.wall_seconds = time.perf_counter() - started
                 _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
             if progress is not None:
-                progress(state, _live(learner, state, started, actor.stats.reports_success))
+                reports_success = actor.stats.reports_success if actor is not None else True
+                progress(state, _live(learner, state, started, reports_success))
     finally:
         stop.set()
         if thread is not None:
             thread.join()
+        if remote is not None:
+            remote.stop()
+            state.actors = remote.report() | {"received": exchange.stats()["received"]}  # type: ignore[attr-defined]
+            exchange.shutdown()  # type: ignore[attr-defined]
         writer.close()
         if interventions is not None:
             interventions.disconnect()
@@ -285,6 +307,66 @@ def train(
     _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
+
+
+def _policy_factory(cfg: TrainCfg, layout: ObsLayout, scaler: ActionScaler) -> PolicyFactory:
+    """How an actor turns published weights into its policy (obs, explore) -> physical actions."""
+
+    def make_actor_policy(weights: Weights) -> Callable[[Any, bool], Any]:
+        return policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden).act
+
+    return make_actor_policy
+
+
+def build_actor(cfg: TrainCfg, exchange: Exchange, seed: int) -> ActorRole:
+    """An actor on its own ``--num-envs`` worlds seeded ``seed`` (run in each Ray actor process)."""
+    torch.set_num_threads(max(cfg.torch_threads, 1))
+    env = make_train_env(cfg, cfg.num_envs, seed)
+    obs_shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
+    layout = ObsLayout(obs_shapes)
+    scaler = ActionScaler(env.single_action_space.low, env.single_action_space.high)
+    random_steps = 0 if cfg.offline else -(-cfg.random_steps // cfg.actors)  # the warm-up, shared
+    return ActorRole(
+        env,
+        exchange,
+        _policy_factory(cfg, layout, scaler),
+        scaler,
+        seed=seed,
+        random_steps=random_steps,
+        reward_fn=_reward_fn(cfg),
+    )
+
+
+def _ray_exchange(cfg: TrainCfg, run_dir: Path) -> Exchange:
+    """The learner's end of a Ray exchange named after the run (found again by ``--resume``)."""
+    from robolearn.rl.ray_exchange import RayExchange, connect
+
+    connect(_ray_settings(cfg))
+    return RayExchange(_hub_name(run_dir), _ray_settings(cfg), create=True)
+
+
+def _ray_actors(cfg: TrainCfg, run_dir: Path, seed: int, max_env_steps: int) -> Any:
+    """``--actors`` actor processes feeding the run's exchange, each its own step budget share."""
+    import functools
+
+    from robolearn.rl.ray_exchange import RayActors
+
+    share = -(-max_env_steps // cfg.actors)
+    factory = functools.partial(build_actor, cfg)
+    return RayActors(
+        factory, cfg.actors, _hub_name(run_dir), _ray_settings(cfg), seed=seed, max_env_steps=share
+    )
+
+
+def _ray_settings(cfg: TrainCfg) -> Any:
+    from robolearn.rl.ray_exchange import RaySettings
+
+    return RaySettings(address=cfg.ray_address, call_timeout=cfg.ray_timeout)
+
+
+def _hub_name(run_dir: Path) -> str:
+    """The exchange's name in the cluster: the run folder's, so a resumed run finds its own."""
+    return f"exchange/{run_dir.resolve().name}"
 
 
 def _succeeded(cfg: TrainCfg, state: RunState) -> bool:
@@ -539,6 +621,8 @@ def _finish(
         "evals": state.evals,
         "checkpoint": str(run_dir / "checkpoints"),
     }
+    if state.actors is not None:
+        summary["actors"] = state.actors
     from robolearn.eval.plots import plot_learning_curve
 
     summary["learning_curve"] = str(

@@ -1,0 +1,142 @@
+"""Actors and learner as Ray processes (issue 10): a local cluster, two actor processes, one killed
+mid-run; the hub's back-pressure; a head that is not there, and Ray not installed."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from robolearn.rl.actor_learner import EpisodeStats, Transitions
+from robolearn.rl.config import SACConfig, TrainCfg
+from robolearn.rl.ray_exchange import NAMESPACE, ExchangeHub, RayError, RaySettings, connect, import_ray
+from robolearn.rl.replay import Batch
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+
+
+def _transitions(n: int) -> Transitions:
+    obs = {"x": np.zeros((n, 2), np.float32)}
+    batch = Batch(obs, np.zeros((n, 1), np.float32), np.zeros(n, np.float32), obs, np.zeros(n, np.float32))
+    return Transitions(batch, EpisodeStats(), n, 0)
+
+
+def test_a_full_hub_refuses_a_send_until_the_learner_takes() -> None:
+    hub = ExchangeHub(max_pending=3)
+    assert hub.offer("a", [_transitions(2)] * 3)
+    assert not hub.offer("b", [_transitions(2)])  # back-pressure: the actor waits and retries
+    assert len(hub.take(10)) == 3
+    assert hub.offer("b", [_transitions(2)])
+    assert hub.stats()["received"] == {"a": 6, "b": 2} and hub.stats()["refused_sends"] == 1
+
+
+def test_weights_versions_survive_a_new_hub() -> None:
+    hub = ExchangeHub(max_pending=3)
+    assert hub.latest(0, 0) is None
+    hub.publish({"w": np.ones(1, np.float32)})
+    got = hub.latest(0, 0)
+    assert got is not None and got[1] == 1
+    assert hub.latest(got[0], 1) is None  # the caller has them
+    restarted = ExchangeHub(max_pending=3)  # a learner restarted: versions start again at 1
+    restarted.publish({"w": np.zeros(1, np.float32)})
+    again = restarted.latest(got[0], 5)  # an actor that saw version 5 of the old hub still takes them
+    assert again is not None and again[2]["w"][0] == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_head_is_a_one_line_error_not_a_hang() -> None:
+    port = _free_port()
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "robolearn", "train", "gym:Pendulum-v1", "--exchange", "ray"]
+        + ["--ray-address", f"127.0.0.1:{port}", "--out", "/tmp/robolearn-test-unreachable"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    # The progress bar shares stderr; the error is one line of its own.
+    lines = [line for line in out.stderr.splitlines() if "error" in line.lower()]
+    assert len(lines) == 1 and "unreachable" in lines[0] and f"127.0.0.1:{port}" in lines[0], out.stderr
+    assert time.monotonic() - started < 100
+
+
+def test_a_malformed_address_is_refused() -> None:
+    with pytest.raises(RayError, match="host:port"):
+        connect(RaySettings(address="nohostport"))
+
+
+def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(RayError, match=r"install robolearn\[ray\]"):
+        import_ray()
+
+
+@pytest.fixture(scope="module")
+def local_cluster() -> Iterator[Any]:
+    # A small cluster on this machine: two CPUs' worth of scheduling, a small object store.
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=80 * 1024**2,
+        namespace=NAMESPACE,
+        log_to_driver=False,
+    )
+    yield ray
+    ray.shutdown()
+
+
+def test_two_actor_processes_feed_the_learner_and_a_killed_one_is_restarted(
+    tmp_path: Path, local_cluster: Any
+) -> None:
+    from robolearn.rl.train import train
+
+    cfg = TrainCfg(
+        task="gym:Pendulum-v1",
+        num_envs=1,
+        steps=1_200,
+        out=tmp_path,
+        name="ray-run",
+        learning_starts=100,
+        random_steps=100,
+        eval_every=10_000,
+        eval_episodes=1,
+        final_eval_episodes=1,
+        checkpoint_every=10_000,
+        video=False,
+        sac=replace(SACConfig(hidden=(32, 32)), batch_size=32),
+        exchange="ray",
+        actors=2,
+        ray_timeout=60.0,
+    )
+    killed: list[int] = []
+
+    def progress(state: Any, live: dict[str, float]) -> None:
+        if not killed and state.env_steps >= 200:
+            victim = ray.get_actor("exchange/ray-run/actor-1", namespace=NAMESPACE)
+            killed.append(ray.get(victim.pid.remote(), timeout=30))
+            ray.kill(victim, no_restart=True)
+
+    summary = train(cfg, progress)
+    assert killed, "the run ended before an actor could be killed"
+    assert summary["env_steps"] >= 1_100
+    actors = summary["actors"]
+    assert actors["actors"] == 2 and actors["per_actor"][1]["restarts"] == 1, actors
+    assert actors["per_actor"][0]["restarts"] == 0
+    assert actors["received"]["actor-0"] > 0 and actors["received"]["actor-1"] > 0, actors
+    # The hub and the actor processes end with the run.
+    with pytest.raises(ValueError):
+        ray.get_actor("exchange/ray-run", namespace=NAMESPACE)
