@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -60,7 +60,7 @@ def view_axes(view: CameraView) -> tuple[FloatArray, FloatArray, FloatArray]:
     engine's renderer is given (so both draw the same pinhole)."""
     eye = np.asarray(view.eye, dtype=np.float64)
     forward = np.asarray(view.target, dtype=np.float64) - eye
-    norm = np.linalg.norm(forward)
+    norm = float(np.linalg.norm(forward))
     up = np.asarray(view.up, dtype=np.float64)
     up = up - (up @ forward) * forward / max(norm * norm, 1e-300)
     up_norm = np.linalg.norm(up)
@@ -93,6 +93,9 @@ class Backend(Protocol):
     num_worlds: int
     scene: SceneCfg
     num_controls: int
+    xp: Any
+    """Array API namespace of the arrays it returns and takes: numpy itself for the host backends,
+    ``array_api_compat.torch`` for a device backend (tensors on its ``device``)."""
 
     def reset_worlds(self, ids: IntArray) -> None:
         """Put worlds back in the nominal state: robot at its initial joints, objects at rest."""
@@ -175,9 +178,13 @@ class Backend(Protocol):
         ...
 
 
-BackendName = Literal["mujoco", "mujoco_batch", "pybullet"]
+BackendName = Literal["mujoco", "mujoco_batch", "pybullet", "mujoco_warp"]
 BACKENDS: tuple[str, ...] = get_args(BackendName)
 """Backend names accepted everywhere a backend is chosen."""
+DEVICE_BACKENDS: tuple[str, ...] = ("mujoco_warp",)
+"""Backends whose arrays are torch tensors on a device (``backend.xp`` is torch's array namespace)."""
+HOST_BACKENDS: tuple[str, ...] = tuple(b for b in BACKENDS if b not in DEVICE_BACKENDS)
+"""Backends whose arrays are numpy arrays in host memory."""
 
 
 def make_backend(name: str, scene: SceneCfg, num_worlds: int, nthread: int = 0) -> Backend:
@@ -196,4 +203,8 @@ def make_backend(name: str, scene: SceneCfg, num_worlds: int, nthread: int = 0) 
         from robolearn.sim.pybullet_backend import PybulletBackend
 
         return PybulletBackend(scene, num_worlds)
+    if name == "mujoco_warp":
+        from robolearn.sim.mujoco_warp_backend import MujocoWarpBackend
+
+        return MujocoWarpBackend(scene, num_worlds)
     raise SimError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")

@@ -92,9 +92,11 @@ def _add_markers(scn: mujoco.MjvScene, markers: Sequence[Marker]) -> None:
 
 
 class _MujocoBase:
-    """State access shared by both MuJoCo backends; subclasses supply the arrays and the stepping."""
+    """State access shared by the MuJoCo backends; subclasses supply the arrays and the stepping."""
 
     name: str
+    xp: Any = np
+    """Array API namespace of the arrays returned: numpy (MuJoCo Warp's backend: torch's)."""
 
     def __init__(self, scene: SceneCfg, num_worlds: int) -> None:
         self.scene = scene
@@ -281,6 +283,9 @@ class _MujocoBase:
                 if depth:
                     renderer.enable_depth_rendering()
                 self._view_renderers[(view.width, view.height, depth)] = renderer
+            # update_scene lays out infinite planes around the scene's camera as it is on entry (the
+            # last frame's): aimed first, equal states give equal images whatever was drawn before.
+            _aim(renderer.scene, view)
             renderer.update_scene(data, _FREE_CAMERA)
             _aim(renderer.scene, view)
             _add_markers(renderer.scene, markers)

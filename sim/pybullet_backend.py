@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -138,6 +139,8 @@ class PybulletBackend:
     """``num_worlds`` PyBullet worlds of one scene, with MuJoCo's controllers computed in Python."""
 
     name = "pybullet"
+    xp: Any = np
+    """Arrays are numpy arrays (the array API namespace terms compute with)."""
 
     def __init__(self, scene: SceneCfg, num_worlds: int) -> None:
         robot = scene.robot

@@ -1,6 +1,12 @@
-"""Batched rotation helpers on (n, ...) arrays; quaternions are (w, x, y, z)."""
+"""Batched rotation helpers on (n, ...) arrays; quaternions are (w, x, y, z).
+
+They take numpy arrays or, for MuJoCo Warp's backend, torch tensors, and compute in the namespace of
+what they are given (issue 14).
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -8,42 +14,54 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 
+def namespace_of(x: Any) -> Any:
+    """numpy for numpy arrays, else the array API namespace of ``x`` (array-api-compat, from the gpu
+    extra, imported only then)."""
+    if isinstance(x, np.ndarray | np.generic | float | int):
+        return np
+    from array_api_compat import array_namespace
+
+    return array_namespace(x)
+
+
 def quat_to_mat(quat: FloatArray) -> FloatArray:
     """(n, 4) unit quaternions to (n, 3, 3) rotation matrices (body to world)."""
+    xp = namespace_of(quat)
     w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
-    return np.stack(
+    return xp.stack(
         [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+            xp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], axis=-1),
+            xp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], axis=-1),
+            xp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], axis=-1),
         ],
-        -2,
+        axis=-2,
     )
 
 
 def quat_rotate(quat: FloatArray, vec: FloatArray) -> FloatArray:
     """Rotate (n, 3) body-frame vectors into the world frame."""
-    return np.einsum("nij,nj->ni", quat_to_mat(quat), vec)
+    return namespace_of(quat).einsum("nij,nj->ni", quat_to_mat(quat), vec)
 
 
 def quat_rotate_inverse(quat: FloatArray, vec: FloatArray) -> FloatArray:
     """Rotate (n, 3) world-frame vectors into the body frame."""
-    return np.einsum("nji,nj->ni", quat_to_mat(quat), vec)
+    return namespace_of(quat).einsum("nji,nj->ni", quat_to_mat(quat), vec)
 
 
 def quat_from_euler(roll: FloatArray, pitch: FloatArray, yaw: FloatArray) -> FloatArray:
     """(n,) roll, pitch, yaw (rad, extrinsic x-y-z) to (n, 4) quaternions."""
-    cr, sr = np.cos(roll / 2), np.sin(roll / 2)
-    cp, sp = np.cos(pitch / 2), np.sin(pitch / 2)
-    cy, sy = np.cos(yaw / 2), np.sin(yaw / 2)
-    return np.stack(
+    xp = namespace_of(yaw)
+    cr, sr = xp.cos(roll / 2), xp.sin(roll / 2)
+    cp, sp = xp.cos(pitch / 2), xp.sin(pitch / 2)
+    cy, sy = xp.cos(yaw / 2), xp.sin(yaw / 2)
+    return xp.stack(
         [
             cr * cp * cy + sr * sp * sy,
             sr * cp * cy - cr * sp * sy,
             cr * sp * cy + sr * cp * sy,
             cr * cp * sy - sr * sp * cy,
         ],
-        -1,
+        axis=-1,
     )
 
 

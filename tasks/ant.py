@@ -182,5 +182,7 @@ def make_cfg() -> TaskCfg:
         updates={"torso_x": StepTerm(track_torso_x)},
         state={"torso_x": (), "forward_velocity": ()},
         end_on_success=False,
+        # Not pybullet: Gymnasium's MJCF model. Not mujoco_warp: its terms read raw MjData fields
+        # (cfrc_ext through the acceleration-stage user sensor, which MuJoCo Warp lacks) with numpy.
         backends=("mujoco", "mujoco_batch"),
     )

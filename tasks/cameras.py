@@ -58,9 +58,9 @@ def camera_views(env: TaskEnvView, cam: CameraSensorCfg) -> list[CameraView]:
         world_up = np.einsum("nij,j->ni", rot, up)
     return [
         CameraView(
-            tuple(world_pts[i, 0]),  # type: ignore[arg-type]
-            tuple(world_pts[i, 1]),  # type: ignore[arg-type]
-            tuple(world_up[i]),  # type: ignore[arg-type]
+            tuple(world_pts[i, 0]),
+            tuple(world_pts[i, 1]),
+            tuple(world_up[i]),
             cam.fovy,
             cam.width,
             cam.height,

@@ -36,6 +36,12 @@ class TaskEnvView(Protocol):
     cfg: TaskCfg
     num_envs: int
     sim: Backend
+    xp: Any
+    """Array API namespace terms compute with: the backend's (numpy, or torch's on a device)."""
+    device: Any
+    """Device of the arrays (None for numpy); pass it to ``xp`` when creating arrays."""
+    float_dtype: Any
+    """Floating-point type of the task's arrays: float64 on the host, float32 on a device."""
     state: dict[str, npt.NDArray[Any]]
     """Per-world task state declared in ``TaskCfg.state`` (goals, checkpoint indices, ...)."""
     step_count: IntArray
@@ -45,7 +51,7 @@ class TaskEnvView(Protocol):
     prev_action: FloatArray
     """(num_envs, A) the action applied the step before."""
     rng: np.random.Generator
-    """The generator reset terms draw from."""
+    """The generator reset terms draw from (on a device backend, one with its interface drawing there)."""
     step_success: npt.NDArray[np.bool_]
     """(num_envs,) the success condition in the current step, evaluated before the rewards."""
     step_terminations: dict[str, npt.NDArray[np.bool_]]

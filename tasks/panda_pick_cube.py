@@ -43,15 +43,16 @@ CUBE_LOW = (0.35, -0.2, HALF)
 CUBE_HIGH = (0.6, 0.2, HALF)
 
 
+# Terms compute with env.xp (numpy or torch on a device: tasks/terms.py).
 def cube_lift(env: TaskEnvView) -> FloatArray:
     """Fraction of the target lift reached, in [0, 1]."""
-    return ((env.sim.frame_pos("cube")[:, 2] - HALF) / LIFT).clip(0.0, 1.0)
+    return env.xp.clip((env.sim.frame_pos("cube")[:, 2] - HALF) / LIFT, 0.0, 1.0)
 
 
 def ee_cube_closeness(env: TaskEnvView) -> FloatArray:
     """exp(-20 d) of the tool-to-cube distance d, as SERL's reward."""
-    d = np.linalg.norm(env.sim.frame_pos("cube") - env.sim.frame_pos("ee"), axis=1)
-    return np.exp(-20.0 * d)
+    d = env.xp.linalg.vector_norm(env.sim.frame_pos("cube") - env.sim.frame_pos("ee"), axis=1)
+    return env.xp.exp(-20.0 * d)
 
 
 def cube_lifted(env: TaskEnvView) -> np.ndarray:
@@ -62,7 +63,7 @@ def cube_lifted(env: TaskEnvView) -> np.ndarray:
 def cube_fell_off(env: TaskEnvView) -> np.ndarray:
     """True where the cube left the table (pushed far away or through the floor)."""
     pos = env.sim.frame_pos("cube")
-    return (pos[:, 2] < -0.05) | (np.linalg.norm(pos[:, :2], axis=1) > 1.2)
+    return (pos[:, 2] < -0.05) | (env.xp.linalg.vector_norm(pos[:, :2], axis=1) > 1.2)
 
 
 class PickExpert:
@@ -94,7 +95,7 @@ def _expert(cfg: TaskCfg) -> Expert:
 
 
 def _markers(env: TaskEnvView, world: int) -> list[Marker]:
-    x, y, _ = env.sim.frame_pos("cube")[world]
+    x, y, _ = (float(v) for v in env.sim.frame_pos("cube")[world])
     return [Marker((float(x), float(y), HALF + LIFT), 0.01, (0.1, 0.9, 0.2, 0.5))]
 
 

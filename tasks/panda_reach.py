@@ -49,7 +49,8 @@ def _expert(cfg: TaskCfg) -> Expert:
 
 
 def _markers(env: TaskEnvView, world: int) -> list[Marker]:
-    return [Marker(tuple(env.state["goal"][world]), TOLERANCE, (0.1, 0.9, 0.2, 0.6))]
+    x, y, z = (float(v) for v in env.state["goal"][world])
+    return [Marker((x, y, z), TOLERANCE, (0.1, 0.9, 0.2, 0.6))]
 
 
 def make_cfg() -> TaskCfg:

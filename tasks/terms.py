@@ -1,6 +1,9 @@
 """Generic terms shared by tasks: ``fn(env, **params)`` over all worlds, in physical units.
 
-Task-specific terms live in the task's own module.
+Terms are written once for every backend (issue 14): they compute with ``env.xp``, the array API
+namespace of the backend's arrays (numpy itself on the host backends, torch's on MuJoCo Warp's
+device), so observations and rewards never leave the device. Task-specific terms live in the task's
+own module.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def frame_linvel(env: TaskEnvView, frame: str) -> FloatArray:
 def frame_quat(env: TaskEnvView, frame: str) -> FloatArray:
     """World orientation of a frame (w, x, y, z), sign fixed so that w >= 0."""
     q = env.sim.frame_quat(frame)
-    return np.where(q[:, :1] < 0, -q, q)
+    return env.xp.where(q[:, :1] < 0, -q, q)
 
 
 def frame_angvel_body(env: TaskEnvView, frame: str) -> FloatArray:
@@ -51,7 +54,7 @@ def joint_vel(env: TaskEnvView, joints: Sequence[str]) -> FloatArray:
 
 def joint_pos_sum(env: TaskEnvView, joints: Sequence[str]) -> FloatArray:
     """Sum of joint positions, e.g. the opening of a two-finger gripper (m)."""
-    return env.sim.joint_pos(joints).sum(axis=1, keepdims=True)
+    return env.xp.sum(env.sim.joint_pos(joints), axis=1, keepdims=True)
 
 
 def task_state(env: TaskEnvView, key: str) -> FloatArray:
@@ -77,23 +80,23 @@ def last_action(env: TaskEnvView) -> FloatArray:
 # -- rewards -----------------------------------------------------------------------------------
 def distance_to_state(env: TaskEnvView, key: str, frame: str) -> FloatArray:
     """Distance from a frame to a per-world target (m)."""
-    return np.linalg.norm(env.state[key] - env.sim.frame_pos(frame), axis=1)
+    return env.xp.linalg.vector_norm(env.state[key] - env.sim.frame_pos(frame), axis=1)
 
 
 def distance_to_state_tanh(env: TaskEnvView, key: str, frame: str, scale: float) -> FloatArray:
     """tanh(d / scale) of the distance d from a frame to a target: steep near the target, where a
     plain distance would barely tell 2 cm from 3 cm (robosuite's reaching reward)."""
-    return np.tanh(distance_to_state(env, key, frame) / scale)
+    return env.xp.tanh(distance_to_state(env, key, frame) / scale)
 
 
 def action_rate_l2(env: TaskEnvView) -> FloatArray:
     """Squared change of the action between steps."""
-    return np.square(env.action - env.prev_action).sum(axis=1)
+    return env.xp.sum(env.xp.square(env.action - env.prev_action), axis=1)
 
 
 def constant(env: TaskEnvView) -> FloatArray:
     """One per step (an alive bonus or a time penalty, by its weight's sign)."""
-    return np.ones(env.num_envs)
+    return env.xp.ones(env.num_envs, dtype=env.float_dtype, device=env.device)
 
 
 def succeeded(env: TaskEnvView) -> BoolArray:
@@ -119,15 +122,16 @@ def tilted(env: TaskEnvView, frame: str, max_tilt: float) -> BoolArray:
     q = env.sim.frame_quat(frame)
     x, y = q[:, 1], q[:, 2]
     # The z axis's vertical component: entry (2, 2) of quat_to_mat, without the other eight.
-    return np.asarray(1 - 2 * (x * x + y * y) < np.cos(max_tilt))
+    return 1 - 2 * (x * x + y * y) < np.cos(max_tilt)  # a float: any namespace compares with it
 
 
 def frame_outside_box(
     env: TaskEnvView, frame: str, low: tuple[float, float, float], high: tuple[float, float, float]
 ) -> BoolArray:
     """True where a frame left an axis-aligned box (m)."""
-    pos = env.sim.frame_pos(frame)
-    return np.asarray(((pos < np.asarray(low)) | (pos > np.asarray(high))).any(axis=1))
+    xp, pos = env.xp, env.sim.frame_pos(frame)
+    low_, high_ = (xp.asarray(b, dtype=pos.dtype, device=env.device) for b in (low, high))
+    return xp.any((pos < low_) | (pos > high_), axis=1)
 
 
 # -- reset events ------------------------------------------------------------------------------
@@ -156,5 +160,5 @@ def place_uniform(
     n = len(ids)
     pos = env.rng.uniform(low, high, size=(n, 3))
     yaw = env.rng.uniform(*yaw_range, size=n)
-    zero = np.zeros(n)
+    zero = env.xp.zeros_like(yaw)
     env.sim.set_root_state(ids, entity, pos, quat_from_euler(zero, zero, yaw))

@@ -7,12 +7,18 @@ steps the physics, then evaluates rewards, successes and terminations. It knows 
 Gymnasium: :class:`~robolearn.envs.task_env.TaskEnv` adds the vector-environment interface
 (spaces, autoreset, info dicts) on top, and the simulated robots of :mod:`robolearn.hardware`
 run one world of it directly. Every per-world computation is an array operation over worlds.
+
+On a device backend (``mujoco_warp``, issue 14) the same code runs on torch tensors on the device
+through ``xp``, the backend's array API namespace: task state, counters, actions, observations,
+rewards and the random streams all live there; :meth:`TaskWorlds.observe_numpy` and
+:meth:`TaskWorlds.advance_numpy` copy to the host for callers that want numpy (Gymnasium's API).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -76,31 +82,44 @@ class TaskWorlds:
         self.randomize = randomize
         self.sim = make_backend(backend, self.cfg.scene, num_envs, nthread=nthread)
         self.name, self.backend_name = self.cfg.name, self.sim.name
+        # The arrays' namespace, device and float type: numpy in float64 on the host backends (the
+        # golden trajectories, bit for bit), torch tensors in float32 on a device backend.
+        xp = self.xp = self.sim.xp
+        self.on_host = xp is np
+        self.device: Any = getattr(self.sim, "device", None) if not self.on_host else None
+        self.float_dtype: Any = np.float64 if self.on_host else xp.float32
 
         act = self.cfg.action
         self._act_low = np.asarray(act.low, dtype=np.float64)
         self._act_high = np.asarray(act.high, dtype=np.float64)
         self._neutral = np.asarray(act.neutral, dtype=np.float64)
+        # The same bounds where the worlds are (the numpy ones themselves on the host).
+        self._act_low_x, self._act_high_x, self._neutral_x = (
+            xp.asarray(a, dtype=self.float_dtype, device=self.device)
+            for a in (self._act_low, self._act_high, self._neutral)
+        )
 
         n = num_envs
-        self.state = {k: np.zeros((n, *shape)) for k, shape in self.cfg.state.items()}
-        self.step_count = np.zeros(n, dtype=np.int64)
-        self.action = np.tile(self._neutral, (n, 1))
-        self.prev_action = self.action.copy()
-        self.episode_return = np.zeros(n)
-        self.episode_success = np.zeros(n, dtype=bool)
+        self.state = {k: self._zeros((n, *shape)) for k, shape in self.cfg.state.items()}
+        self.step_count = xp.zeros(n, dtype=xp.int64, device=self.device)
+        self.action = xp.tile(self._neutral_x, (n, 1))
+        self.prev_action = xp.asarray(self.action, copy=True)
+        self.episode_return = self._zeros(n)
+        self.episode_success = xp.zeros(n, dtype=xp.bool, device=self.device)
         # An identified command delay (robolearn sysid) is the nominal latency, in whole control periods.
         identified = self.cfg.scene.robot.identified
         self._base_latency = round(identified.command_delay / self.cfg.control_dt) if identified else 0
         max_extra = self.cfg.randomization.action_latency_steps[1] if randomize else 0
         max_latency = self._base_latency + max_extra
-        self._action_history = np.tile(self._neutral, (max_latency + 1, n, 1))
-        self._latency = np.full(n, self._base_latency, dtype=np.int64)
-        self._world_ids = np.arange(n)
+        self._action_history = xp.tile(self._neutral_x, (max_latency + 1, n, 1))
+        self._latency = xp.full(n, self._base_latency, dtype=xp.int64, device=self.device)
+        self._world_ids = xp.arange(n, device=self.device)
         self._substeps = self.cfg.substeps
-        self.step_success = np.zeros(n, dtype=bool)
+        self.step_success = xp.zeros(n, dtype=xp.bool, device=self.device)
         """(num_envs,) the success condition in the last step; rewards may read it."""
-        self.step_terminations = {k: np.zeros(n, dtype=bool) for k in self.cfg.terminations}
+        self.step_terminations = {
+            k: xp.zeros(n, dtype=xp.bool, device=self.device) for k in self.cfg.terminations
+        }
         """Each termination term's value in the last step; rewards may read them."""
         self._stateful_terms = [
             t.fn
@@ -112,11 +131,11 @@ class TaskWorlds:
 
         # Observation sizes come from the terms themselves, evaluated on the nominal state (without
         # observe(), whose sensor noise would draw from the noise stream).
-        all_ids = np.arange(n)
+        all_ids = xp.arange(n, device=self.device)
         self.sim.reset_worlds(all_ids)
         self.sim.forward(all_ids)
         self.observation_sizes = {
-            k: np.asarray(t.fn(self, **t.params)).reshape(n, -1).shape[1]
+            k: int(xp.reshape(xp.asarray(t.fn(self, **t.params)), (n, -1)).shape[1])
             for k, t in self.cfg.observations.items()
         }
         """Observation key to the number of values of one world's entry (state terms)."""
@@ -128,22 +147,34 @@ class TaskWorlds:
         """Restart the random streams from ``seed`` (None: fresh entropy)."""
         # Separate streams, so turning sensor noise on does not change the reset distribution.
         reset_seq, dr_seq, noise_seq = np.random.SeedSequence(seed).spawn(3)
-        self.rng = np.random.default_rng(reset_seq)
-        self._dr_rng = np.random.default_rng(dr_seq)
-        self._noise_rng = np.random.default_rng(noise_seq)
+        if self.on_host:
+            self.rng = np.random.default_rng(reset_seq)
+            self._dr_rng = np.random.default_rng(dr_seq)
+            self._noise_rng = np.random.default_rng(noise_seq)
+        else:  # drawn where the worlds are: resets need no host round trip
+            from robolearn.tasks.device_rng import DeviceGenerator
+
+            self.rng, self._dr_rng, self._noise_rng = (
+                DeviceGenerator(seq, self.device, self.float_dtype)  # type: ignore[misc]
+                for seq in (reset_seq, dr_seq, noise_seq)
+            )
+
+    def _zeros(self, shape: int | tuple[int, ...]) -> Any:
+        """Zeros of the task's float type where the worlds are."""
+        return self.xp.zeros(shape, dtype=self.float_dtype, device=self.device)
 
     # -- terms -------------------------------------------------------------------------------
     def observe(self) -> Observation:
         """The task's observation of every world (float32, (num_envs, k) per state term, with
         sensor noise under randomization), then each camera's images (:mod:`robolearn.tasks.cameras`)."""
         obs: Observation = {}
-        n = self.num_envs
+        n, xp = self.num_envs, self.xp
         noise = self.randomize and self.cfg.randomization.sensor_noise
         for key, term in self.cfg.observations.items():
-            value = np.asarray(term.fn(self, **term.params)).reshape(n, -1)
+            value = xp.reshape(xp.asarray(term.fn(self, **term.params)), (n, -1))
             if noise and term.noise_std > 0:
                 value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
-            obs[key] = value.astype(np.float32)
+            obs[key] = xp.astype(value, xp.float32)
         if self.image_specs:
             obs.update(render_cameras(self))
         return obs
@@ -151,13 +182,15 @@ class TaskWorlds:
     # -- resets ------------------------------------------------------------------------------
     def reset_worlds(self, ids: IntArray) -> None:
         """Start a new episode in worlds ``ids``: the task's reset distribution, fresh counters."""
+        if not self.on_host:  # indices from the host (Gymnasium's API) or already on the device
+            ids = self.xp.asarray(ids, dtype=self.xp.int64, device=self.device)
         if self.randomize:  # first: recomputing derived model constants may overwrite the state
             self._randomize(ids)
         self.sim.reset_worlds(ids)
         self.step_count[ids] = 0
-        self.action[ids] = self._neutral
-        self.prev_action[ids] = self._neutral
-        self._action_history[:, ids] = self._neutral
+        self.action[ids] = self._neutral_x
+        self.prev_action[ids] = self._neutral_x
+        self._action_history[:, ids] = self._neutral_x
         self.episode_return[ids] = 0.0
         self.episode_success[ids] = False
         for key in self.state:
@@ -179,12 +212,14 @@ class TaskWorlds:
         self.sim.set_physics_params(ids, params)
         lo, hi = dr.action_latency_steps
         drawn = self._base_latency + self._dr_rng.integers(lo, hi + 1, size=k)
-        self._latency[ids] = np.maximum(drawn, 0)
+        self._latency[ids] = self.xp.clip(drawn, min=0)
 
     # -- stepping ----------------------------------------------------------------------------
     def sanitize(self, action: Any) -> tuple[FloatArray, BoolArray]:
         """(num_envs, A) actions clipped to the task's bounds, non-finite ones replaced by the
         neutral action, and which were replaced; raises :class:`TaskError` for a wrong shape."""
+        if not self.on_host:
+            return self._sanitize_on_device(action)
         act = np.asarray(action, dtype=np.float64)
         shape = (self.num_envs, len(self._neutral))
         if act.shape != shape:
@@ -204,6 +239,22 @@ class TaskWorlds:
             log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
         return act.clip(self._act_low, self._act_high), rejected
 
+    def _sanitize_on_device(self, action: Any) -> tuple[Any, Any]:
+        """:meth:`sanitize` without a branch on the values: a branch would wait for the device."""
+        xp = self.xp
+        act = xp.asarray(action, dtype=self.float_dtype, device=self.device)
+        shape = (self.num_envs, len(self._neutral))
+        if tuple(act.shape) != shape:
+            if math.prod(act.shape) != shape[0] * shape[1]:
+                raise TaskError(
+                    f"task {self.cfg.name}: action has shape {tuple(act.shape)}, expected {shape} "
+                    f"({', '.join(self.cfg.action.names)})"
+                )
+            act = xp.reshape(act, shape)
+        rejected = ~xp.all(xp.isfinite(act), axis=1)
+        act = xp.where(rejected[:, None], self._neutral_x, act)
+        return xp.clip(act, self._act_low_x, self._act_high_x), rejected
+
     def advance(self, actions: Any) -> StepResult:
         """Apply one action per world for a control period and evaluate the task's terms.
 
@@ -214,7 +265,8 @@ class TaskWorlds:
             applied = act  # no latency possible: the history would only echo the action
         else:
             # Action latency: world i acts on the action it was sent latency[i] steps ago.
-            self._action_history[1:] = self._action_history[:-1]
+            older = self._action_history[:-1]  # torch cannot copy between overlapping views
+            self._action_history[1:] = older if self.on_host else self.xp.asarray(older, copy=True)
             self._action_history[0] = act
             applied = self._action_history[self._latency, self._world_ids]
         self.prev_action = self.action
@@ -223,34 +275,51 @@ class TaskWorlds:
         ctrl = cfg.action.to_controls(self, applied, **cfg.action.params)
         self.sim.step(ctrl, self._substeps)
         self.step_count += 1
-        unstable = self.sim.unstable_worlds().copy()
+        xp = self.xp
+        unstable = xp.asarray(self.sim.unstable_worlds(), copy=True)
         for update in cfg.updates.values():
             update.fn(self, **update.params)
 
         # Conditions before rewards (Isaac Lab's order): a reward that is a condition's value, such
         # as an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
-        success = np.array(cfg.success.fn(self, **cfg.success.params), dtype=bool)
+        success = xp.asarray(cfg.success.fn(self, **cfg.success.params), dtype=xp.bool, copy=True)
         self.step_success = success
-        terminated = success.copy() if cfg.end_on_success else np.zeros_like(success)
+        terminated = xp.asarray(success, copy=True) if cfg.end_on_success else xp.zeros_like(success)
         truncated = (self.step_count >= cfg.episode_length) | unstable
         for key, done_term in cfg.terminations.items():
-            hit = np.array(done_term.fn(self, **done_term.params), dtype=bool)
+            hit = xp.asarray(done_term.fn(self, **done_term.params), dtype=xp.bool, copy=True)
             self.step_terminations[key] = hit
             if done_term.time_out:
                 truncated |= hit
             else:
                 terminated |= hit
         truncated &= ~terminated
-        reward = np.zeros(self.num_envs)
+        reward = self._zeros(self.num_envs)
         for term in cfg.rewards.values():
-            value = np.asarray(term.fn(self, **term.params))
+            value = xp.asarray(term.fn(self, **term.params))
             reward += value if term.weight == 1.0 else term.weight * value  # x * 1.0 == x: one op less
-        if unstable.any():
+        if self.on_host and unstable.any():  # on a device, a branch on values would wait for it
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return += reward
         self.episode_success |= success
         return StepResult(reward, success, terminated, truncated, unstable, rejected)
 
+    # -- the host side, for numpy callers -----------------------------------------------------
+    def observe_numpy(self) -> Observation:
+        """:meth:`observe` as numpy arrays (a copy from the device on a device backend)."""
+        obs = self.observe()
+        return obs if self.on_host else {k: _numpy(v) for k, v in obs.items()}
+
+    def advance_numpy(self, actions: Any) -> StepResult:
+        """:meth:`advance` with the result as numpy arrays (a copy from the device on a device backend)."""
+        result = self.advance(actions)
+        return result if self.on_host else StepResult(*(_numpy(v) for v in result))
+
     def close(self) -> None:
         """Release the backend."""
         self.sim.close()
+
+
+def _numpy(value: Any) -> Any:
+    """A host numpy copy of a device tensor."""
+    return value.detach().cpu().numpy()

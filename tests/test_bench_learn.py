@@ -107,7 +107,12 @@ def success_curve(monkeypatch: pytest.MonkeyPatch) -> Iterator[SuccessCurve]:
 
     def evaluate(learner: Any, *args: Any) -> dict[str, Any]:
         rate = [r for steps, r in curve if learner.env_steps >= steps][-1]
-        return {"success_rate": rate, "success_rate_ci95": [rate, rate], "return_mean": 0.0}
+        return {
+            "success_rate": rate,
+            "success_rate_ci95": [rate, rate],
+            "return_mean": 0.0,
+            "success_defined": True,
+        }
 
     monkeypatch.setattr(robolearn.rl.train, "_evaluate", evaluate)
     yield curve

@@ -18,13 +18,14 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 import robolearn
 from robolearn.envs.autoreset import step_info
 from robolearn.envs.task_env import TaskEnv, TaskGymEnv
-from robolearn.sim.backend import SimError, make_backend
+from robolearn.sim.backend import HOST_BACKENDS, SimError, make_backend
 from robolearn.sim.scene import UrdfAsset
 from robolearn.tasks import gym_id, make_task_cfg, task_names, terms
 from robolearn.tasks.core import EventTerm, TaskCfg, TaskError
 from robolearn.tasks.worlds import TaskWorlds
 
-PAIRS = [(t, b) for t in task_names() for b in make_task_cfg(t).backends]
+# MuJoCo Warp compiles kernels for a minute per task: tests/test_mujoco_warp.py covers it.
+PAIRS = [(t, b) for t in task_names() for b in make_task_cfg(t).backends if b in HOST_BACKENDS]
 
 
 @pytest.mark.parametrize(("task", "backend"), PAIRS)

@@ -9,12 +9,17 @@ import pytest
 
 from robolearn.envs.task_env import TaskEnv
 from robolearn.eval.evaluation import evaluate, make_policy
+from robolearn.sim.backend import HOST_BACKENDS
 from robolearn.tasks import make_task_cfg, task_names
 
 # Episodes per backend in the default run; the batched backend is cheap enough for 100.
 EPISODES = {"mujoco_batch": 100, "mujoco": 20, "pybullet": 20}
 PAIRS = [
-    (t, b) for t in task_names() if make_task_cfg(t).expert is not None for b in make_task_cfg(t).backends
+    (t, b)
+    for t in task_names()
+    if make_task_cfg(t).expert is not None
+    for b in make_task_cfg(t).backends
+    if b in HOST_BACKENDS  # MuJoCo Warp's experts: tests/test_mujoco_warp.py (slow on its CPU device)
 ]
 
 

@@ -16,6 +16,7 @@ from robolearn.policy.normalization import ActionScaler
 from robolearn.rl import train as train_module
 from robolearn.rl.checkpoint import load_checkpoint
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
+from robolearn.rl.demos import load_demo_buffer
 from robolearn.rl.offline import IQL, CalQL, returns_to_go
 from robolearn.rl.sac import SAC
 from robolearn.rl.train import train
@@ -161,21 +162,26 @@ def test_wsrl_warm_up_acts_with_the_frozen_pretrained_policy(
     # it with weights the online updates published.
     assert len(set(weights[: warmup // 4])) == 1
     assert weights[warmup // 4] != weights[0]
-    online = load_checkpoint(tmp_path / "run").replay("online")
+    loaded = load_checkpoint(tmp_path / "run")
+    online = loaded.replay("online")
     assert online is not None and len(online) == warmup + after
-    scaler = ActionScaler(*_action_bounds())
-    np.testing.assert_allclose(
-        online.action[: len(online)], scaler.to_unit(np.concatenate([a for _, a in acted]))
-    )
+    low, high, shapes = _spaces()
+    scaler = ActionScaler(low, high)
+    actions = scaler.to_unit(np.concatenate([a for _, a in acted]))
+    np.testing.assert_allclose(online.action[: len(online)], actions)
+    # The observation statistics stay the offline data's, which the pretrained networks expect.
+    offline = load_demo_buffer(expert_dataset, scaler, shapes, 100_000)
+    assert loaded.tensors["obs_norm.count"].item() == len(offline)
 
 
-def _action_bounds() -> tuple[np.ndarray, np.ndarray]:
+def _spaces() -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, ...]]]:
     from robolearn.envs.task_env import TaskEnv
 
     env = TaskEnv("panda_reach", "mujoco_batch", 1)
     low, high = env.single_action_space.low, env.single_action_space.high
+    shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
     env.close()
-    return low, high
+    return low, high, shapes
 
 
 def test_rlpd_mode_keeps_the_offline_data(tmp_path: Path, expert_dataset: Path) -> None:

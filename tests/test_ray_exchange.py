@@ -57,12 +57,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_an_unreachable_head_is_a_one_line_error_not_a_hang() -> None:
+def test_an_unreachable_head_is_a_one_line_error_not_a_hang(tmp_path: Path) -> None:
     port = _free_port()
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "robolearn", "train", "gym:Pendulum-v1", "--exchange", "ray"]
-        + ["--ray-address", f"127.0.0.1:{port}", "--out", "/tmp/robolearn-test-unreachable"],
+        [
+            sys.executable,
+            "-m",
+            "robolearn",
+            "train",
+            "gym:Pendulum-v1",
+            "--exchange",
+            "ray",
+            "--ray-address",
+            f"127.0.0.1:{port}",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -99,7 +110,7 @@ def local_cluster() -> Iterator[Any]:
     ray.shutdown()
 
 
-def test_two_actor_processes_feed_the_learner_and_a_killed_one_is_restarted(
+def test_two_actor_processes_feed_the_learner_survive_a_kill_and_a_lost_exchange(
     tmp_path: Path, local_cluster: Any
 ) -> None:
     from robolearn.rl.train import train
@@ -123,19 +134,25 @@ def test_two_actor_processes_feed_the_learner_and_a_killed_one_is_restarted(
         ray_timeout=60.0,
     )
     killed: list[int] = []
+    hub_lost: list[bool] = []
 
     def progress(state: Any, live: dict[str, float]) -> None:
         if not killed and state.env_steps >= 200:
             victim = ray.get_actor("exchange/ray-run/actor-1", namespace=NAMESPACE)
             killed.append(ray.get(victim.pid.remote(), timeout=30))
             ray.kill(victim, no_restart=True)
+        if killed and not hub_lost and state.env_steps >= 600:
+            # As when the learner's machine restarts: the actors must find the exchange again.
+            ray.kill(ray.get_actor("exchange/ray-run", namespace=NAMESPACE), no_restart=True)
+            hub_lost.append(True)
 
     summary = train(cfg, progress)
-    assert killed, "the run ended before an actor could be killed"
+    assert killed and hub_lost, "the run ended before an actor and the hub could be killed"
     assert summary["env_steps"] >= 1_100
     actors = summary["actors"]
     assert actors["actors"] == 2 and actors["per_actor"][1]["restarts"] == 1, actors
     assert actors["per_actor"][0]["restarts"] == 0
+    # Counted by the hub made again after the loss: both actors found it.
     assert actors["received"]["actor-0"] > 0 and actors["received"]["actor-1"] > 0, actors
     # The hub and the actor processes end with the run.
     with pytest.raises(ValueError):

@@ -119,7 +119,7 @@ def local_node(name: str, domain_id: int) -> Iterator[Any]:
 
     thread = threading.Thread(target=spin, name=f"{name}_spin", daemon=True)
     thread.start()
-    node.callbacks_alive = lambda: not failed  # type: ignore[attr-defined]
+    node.callbacks_alive = lambda: not failed
     try:
         yield node
     finally:

@@ -20,9 +20,9 @@ one still silent a second after start is logged by name, a refused message once 
 expected, both then every :data:`REPEAT_LOG_PERIOD` seconds. ``profile_path`` times every step's
 stages (:data:`STAGES`); a step longer than the period counts as a deadline miss.
 
-Safety: the newest stamps of the required topics feed the safety layer's watchdog; stale observations (a dead sensor, a
-cut link) make it send the embodiment's safe-stop command. ``estop`` (``std_msgs/Bool``, latched:
-reliable, transient local) true latches the e-stop; ``estop_reset`` (``std_msgs/Empty``) clears it.
+Safety: the newest stamps of the required topics feed the safety layer's watchdog; stale
+observations (a dead sensor, a cut link) make it send the embodiment's safe-stop command.
+``estop`` (``std_msgs/Bool``, latched: reliable, transient local) true latches the e-stop; ``estop_reset`` (``std_msgs/Empty``) clears it.
 Intervention counters go out on ``safety`` (``std_msgs/String``, JSON) twice a second.
 
 Run: ``policy_node --ros-args -p policy:=scripted:panda_reach`` or ``-p policy:=exported/dir``.
@@ -57,6 +57,7 @@ from robolearn.hardware.ros._rclpy import (
     run_node,
     sensor_qos,
 )
+from robolearn.hardware.ros.images import camera_topic, read_image
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
@@ -287,6 +288,13 @@ class PolicyNode:
         self.stamps = dict.fromkeys(self.view.sources, -math.inf)
         self.required = required_sources(self.cfg)
         """The sources without which the node commands nothing; their oldest stamp feeds the watchdog."""
+        # A pixel policy's cameras (issue 13) are required like state topics: a stale camera trips
+        # the watchdog as a stale state topic does.
+        self.camera_specs = {camera_topic(c.camera): c for c in self.policy.meta.cameras}
+        self.frames: dict[str, Any] = {}
+        """The newest checked image of each camera, by the policy's input name."""
+        self.stamps |= dict.fromkeys(self.camera_specs, -math.inf)
+        self.required += list(self.camera_specs)
         self.throttled = ThrottledLog()
         self._last_step_count = 0
         self._acted_stamp = -math.inf
@@ -316,6 +324,12 @@ class PolicyNode:
             for src in self.view.sources
         ]
         self.topics = {src: sub.topic_name for src, sub in zip(self.view.sources, self.subs, strict=True)}
+        for src in self.camera_specs:
+            image_sub = node.create_subscription(
+                msg("sensor_msgs", "Image"), src, functools.partial(self._received_image, src), sensor_qos()
+            )
+            self.subs.append(image_sub)
+            self.topics[src] = image_sub.topic_name
         self.subs.append(
             node.create_subscription(msg("std_msgs", "Bool"), "estop", self._on_estop, latched_qos())
         )
@@ -359,6 +373,20 @@ class PolicyNode:
                 return
         self._act(time.time())
 
+    def _received_image(self, source: str, m: Any) -> None:
+        """Take a camera's image after checking it is what the policy takes (encoding, resolution)."""
+        spec = self.camera_specs[source]
+        try:
+            frame, stamp = read_image(m, spec)
+        except MessageError as exc:
+            with self._lock:
+                self.counts["rejected_messages"] += 1
+            self.throttled.warning(f"refused {source}", f"ignored a message on {self.topics[source]}: {exc}")
+            return
+        with self._lock:
+            self.frames[spec.name] = frame
+            self.stamps[source] = stamp
+
     def _on_estop(self, m: Any) -> None:
         if m.data:
             log.warning("e-stop latched")
@@ -387,7 +415,7 @@ class PolicyNode:
                 self.view.new_episode()
                 self.safety.new_episode()
             self._last_step_count = step
-            obs = self.view.observe()
+            obs = self.view.observe() | self.frames
             state = self.view.robot_state(stamp)
         t1 = time.perf_counter()
         action = self.policy(obs)

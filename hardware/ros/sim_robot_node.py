@@ -12,7 +12,12 @@ whenever a command arrives):
   real robot an operator or perception node publishes these);
 - measures the task's success from the robot's side, resets episodes with the task's reset events
   and publishes each outcome on ``episode`` (``std_msgs/String``, JSON); after ``episodes``
-  episodes it writes a JSON summary to ``summary_path`` (if set) and exits.
+  episodes it writes a JSON summary to ``summary_path`` (if set) and exits;
+- implements the reset protocol of training on a robot (docs/ros.md, "Resets"): a request on
+  ``reset`` (``std_msgs/UInt64``, a request number) sends the robot to the task's reset pose (a new
+  episode from the task's reset distribution); once its first sample is out, the number comes back
+  on ``ready`` (``std_msgs/UInt64``, latched) and the robot holds until the next command. With
+  ``self_reset`` false an episode that ends holds the robot where it is until such a request.
 
 Physics starts with the first command: until then the robot holds its initial state and keeps
 publishing it (a robot on the ground waiting to be commanded). Imperfections a real link has can
@@ -41,8 +46,16 @@ from typing import Any
 
 import numpy as np
 
-from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, run_node, sensor_qos
+from robolearn.hardware.ros._rclpy import (
+    RosParameterError,
+    command_qos,
+    latched_qos,
+    msg,
+    run_node,
+    sensor_qos,
+)
 from robolearn.hardware.ros.bag import BagRecorder
+from robolearn.hardware.ros.images import camera_topic, image_msg
 from robolearn.hardware.ros.messages import (
     MessageError,
     TaskStateLayout,
@@ -56,6 +69,7 @@ from robolearn.sim.backend import FloatArray
 from robolearn.sim.scene import JointPositionCfg, JointVelocityCfg
 from robolearn.sim.transforms import quat_from_euler, quat_mul
 from robolearn.tasks import make_task_cfg
+from robolearn.tasks.cameras import RGB, render_cameras
 from robolearn.tasks.core import TaskCfg
 from robolearn.tasks.worlds import TaskWorlds
 
@@ -107,6 +121,9 @@ class SimRobotParams:
     """How commands arrive (see docs/ros.md); "" is the embodiment's default."""
     summary_path: str = ""
     """Write the episode outcomes as JSON here when the node stops; "" writes nothing."""
+    self_reset: bool = True
+    """Start the next episode when one ends; false: hold until a request on ``reset`` (training on a
+    robot: the trainer ends episodes and asks for resets, docs/ros.md)."""
 
     def check(self) -> TaskCfg:
         """The task's definition; raise :class:`RosParameterError` naming a bad value."""
@@ -168,6 +185,7 @@ class RobotReport:
         self.layout = TaskStateLayout(cfg)
         self.noise = {k: v for k, v in (noise or {}).items() if v > 0}
         self.rng = rng or np.random.default_rng()
+        self.cameras = list(cfg.cameras)
 
     def topics(self) -> dict[str, Any]:
         """Topic to message class."""
@@ -175,6 +193,7 @@ class RobotReport:
         if self.joints:
             out["joint_states"] = msg("sensor_msgs", "JointState")
         out["task_state"] = msg("std_msgs", "Float64MultiArray")
+        out |= {camera_topic(c): msg("sensor_msgs", "Image") for c in self.cameras}
         return out
 
     def _noisy(self, key: tuple[str, str, str], value: FloatArray) -> FloatArray:
@@ -203,6 +222,10 @@ class RobotReport:
             out["joint_states"] = joint_state_msg(self.joints, pos, vel, t)
         state = {k: v[0] for k, v in env.state.items()}
         out["task_state"] = self.layout.to_msg(state, int(env.step_count[0]), t)
+        if self.cameras:  # each camera's image of world 0 (issue 13)
+            images = render_cameras(env)
+            for c in self.cameras:
+                out[camera_topic(c)] = image_msg(images[c + RGB][0], t, c)
         return out
 
 
@@ -243,6 +266,8 @@ class SimRobotNode:
         self._lock = threading.Lock()
         self._action = np.asarray(self.cfg.action.neutral, dtype=np.float64).copy()
         self._started = False
+        self._held = False  # an ended episode waits for a reset request (self_reset false)
+        self._reset_request: int | None = None
         self._command = threading.Event()
         self._stop = threading.Event()
         self.done = threading.Event()
@@ -253,6 +278,10 @@ class SimRobotNode:
         sensor = sensor_qos()
         self.pubs = {t: node.create_publisher(cls, t, sensor) for t, cls in self.report.topics().items()}
         self.episode_pub = node.create_publisher(msg("std_msgs", "String"), "episode", 10)
+        self.ready_pub = node.create_publisher(msg("std_msgs", "UInt64"), "ready", latched_qos())
+        self.reset_sub = node.create_subscription(
+            msg("std_msgs", "UInt64"), "reset", self._on_reset, command_qos()
+        )
         self.subs = {
             role: node.create_subscription(
                 cls, role, functools.partial(self._on_command, role), command_qos()
@@ -263,7 +292,7 @@ class SimRobotNode:
         if self.bag is not None:
             # A received topic is recorded with the profile it is subscribed with: the one
             # policy_node offers (command_qos), which is what a replay should offer again.
-            for entity in [*self.pubs.values(), self.episode_pub, *self.subs.values()]:
+            for entity in [*self.pubs.values(), self.episode_pub, self.ready_pub, *self.subs.values()]:
                 self.bag.add_topic(entity.topic_name, entity.msg_type, entity.qos_profile)
         self._thread = threading.Thread(target=self._run, name="sim_robot_loop", daemon=True)
         self._thread.start()
@@ -287,6 +316,26 @@ class SimRobotNode:
             self.counts["commands"] += 1
             self._started = True
         self._command.set()
+
+    def _on_reset(self, m: Any) -> None:
+        """A reset request: served by the control loop at its next tick."""
+        with self._lock:
+            self._reset_request = int(m.data)
+
+    def _serve_reset(self) -> int | None:
+        """Start a new episode if one was asked for; returns the request's number."""
+        with self._lock:
+            request, self._reset_request = self._reset_request, None
+            if request is None:
+                return None
+            self._started = False  # hold the reset pose until the next command
+            self._action[:] = self.cfg.action.neutral
+        ended = self.robot.last_step
+        if not self._held and ended.episode_length > 0:  # ended by the trainer, not by the task
+            self._finish_episode(ended)
+        self._held = False
+        self.robot.reset()
+        return request
 
     # -- the control loop ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -326,17 +375,23 @@ class SimRobotNode:
                 self._command.wait(timeout)
 
     def _tick(self, step: bool) -> None:
-        if step:
+        ready = self._serve_reset()
+        if step and ready is None and not self._held:
             with self._lock:
                 action = self._action.copy()
             self.robot.apply(action)
             self.counts["steps"] += 1
             outcome = self.robot.last_step
             if outcome.terminated or outcome.truncated:
-                self.robot.reset()  # before reporting: the robot reports the next episode's start
+                if self.p.self_reset:
+                    self.robot.reset()  # before reporting: the robot reports the next episode's start
+                else:
+                    self._held = True
                 self._finish_episode(outcome)
         worlds = self.robot.worlds
         sample = [(self.pubs[t], m) for t, m in self.report.messages(worlds, time.time()).items()]
+        if ready is not None:  # after the new episode's first sample, with its latency
+            sample.append((self.ready_pub, msg("std_msgs", "UInt64")(data=ready)))
         if self.latency > 0:
             self._outbox.append((time.monotonic() + self.latency, sample))
         else:
@@ -348,7 +403,8 @@ class SimRobotNode:
 
     def _publish(self, sample: Sequence[tuple[Any, Any]]) -> None:
         for pub, m in sample:
-            if self.p.drop_rate > 0 and self.rng.random() < self.p.drop_rate:
+            # The protocol's answer is reliable; only sensor samples are lost on a bad link.
+            if self.p.drop_rate > 0 and pub is not self.ready_pub and self.rng.random() < self.p.drop_rate:
                 self.counts["dropped"] += 1
                 continue
             pub.publish(m)

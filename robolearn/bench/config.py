@@ -15,8 +15,8 @@ from robolearn.options import check_output_dir, check_range, check_seed, check_t
 from robolearn.policy.runtime import Runtime
 from robolearn.rl.config import MAX_WORLDS
 
-SimPart = Literal["ant", "panda", "single"]
-SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single")
+SimPart = Literal["ant", "panda", "single", "render"]
+SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render")
 LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym"]
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym")
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
@@ -43,7 +43,7 @@ class SimBenchCfg:
     """Timed runs of each contender, alternating with the other contenders of its part; the best counts."""
     parts: tuple[SimPart, ...] = SIM_PARTS
     """Parts to run: ant (vs Gymnasium, EnvPool, raw MuJoCo), panda (vs raw MuJoCo), single (one world of
-    every task on mujoco and pybullet)."""
+    every task on mujoco and pybullet), render (camera frames/s and memory per backend and resolution)."""
     nthread: int = 0
     """Threads of mujoco.batch, robolearn's and the raw one's (0: one per CPU); EnvPool gets as many."""
     seed: int = 0

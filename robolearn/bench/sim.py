@@ -8,6 +8,8 @@ Three parts, each a set of contenders measured in turn:
   the raw limit: ``mujoco.batch`` stepping robolearn's compiled model five physics steps per call.
 - ``panda``: ``panda_pick_cube`` on ``mujoco_batch`` against ``mujoco.batch`` stepping its compiled
   model ``substeps`` physics steps per call.
+- ``render``: camera frames per second and memory per backend and resolution
+  (:mod:`robolearn.bench.render`).
 - ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``; and, stepped
   one world at a time as a researcher steps ``gymnasium.make``'s environment (issue 18),
   ``robolearn/Ant-v0`` against Gymnasium's own ``Ant-v5``, and ``robolearn/PandaPickCube-v0``
@@ -50,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.bench.config import SimBenchCfg
+from robolearn.bench.render import render_rows
 from robolearn.bench.report import machine_info, ratio, usable_cpus, versions
 from robolearn.envs.task_env import TaskEnv
 from robolearn.tasks import gym_id, make_task_cfg, task_names
@@ -489,6 +492,11 @@ def run_sim_bench(
             part_rows, runs[label] = _time_part(label, contenders, missing, "mujoco", cfg, say)
             rows += part_rows
             summary["single"][task] = _figures(runs[label], missing)
+    if "render" in cfg.parts:
+        render = render_rows(cfg.num_envs, cfg.seconds, cfg.seed, say)
+        rows += render
+        keys = ("num_envs", "frames_per_s", "memory_mb", "frame_bytes")
+        summary["render"] = {r["contender"]: {k: r[k] for k in keys} for r in render}
     summary["goals"] = {
         key: {"goal": goal, "met": None if summary[key] is None else summary[key] >= goal}
         for key, goal in GOALS.items()

@@ -114,10 +114,9 @@ class TaskEnv(TaskWorlds, VectorEnv):
             self._act_low.astype(np.float32), self._act_high.astype(np.float32), dtype=np.float32
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-        self.single_observation_space = gym.spaces.Dict(
-            {k: _finite_box(s) for k, s in self.observation_sizes.items()}
-            | {k: _image_box(spec) for k, spec in self.image_specs.items()}
-        )
+        spaces: dict[str, gym.Space[Any]] = {k: _finite_box(s) for k, s in self.observation_sizes.items()}
+        spaces |= {k: _image_box(spec) for k, spec in self.image_specs.items()}
+        self.single_observation_space = gym.spaces.Dict(spaces)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
 
     def reset(
@@ -129,14 +128,15 @@ class TaskEnv(TaskWorlds, VectorEnv):
         mask = None if options is None else options.get("reset_mask")
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
         self.reset_worlds(ids)
-        return self.observe(), {}
+        return self.observe_numpy(), {}
 
     # -- stepping ----------------------------------------------------------------------------
     def step(
         self, actions: Any
     ) -> tuple[Observation, FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.bool_], dict[str, Any]]:
-        reward, success, terminated, truncated, unstable, rejected = self.advance(actions)
-        obs = self.observe()
+        # numpy at Gymnasium's boundary: a copy from the device on a device backend (issue 14).
+        reward, success, terminated, truncated, unstable, rejected = self.advance_numpy(actions)
+        obs = self.observe_numpy()
         step_info = {"success": success, "action_rejected": rejected, "sim_unstable": unstable}
         ended = (terminated | truncated) if self.autoreset else np.zeros(self.num_envs, dtype=bool)
         info: dict[str, Any] = {}
@@ -148,7 +148,7 @@ class TaskEnv(TaskWorlds, VectorEnv):
             info["final_obs"], info["_final_obs"] = final_obs, ended.copy()
             info["final_info"], info["_final_info"] = _masked(step_info, ended), ended.copy()
             self.reset_worlds(ids)
-            fresh = self.observe()
+            fresh = self.observe_numpy()
             obs = {k: np.where(ended.reshape(-1, *[1] * (v.ndim - 1)), fresh[k], v) for k, v in obs.items()}
         if not ended.all():
             info |= _masked(step_info, ~ended)
@@ -202,14 +202,15 @@ class TaskGymEnv(gym.Env):
         # The worlds directly, not TaskEnv.step: one world never autoresets, so the vector info's
         # masks would only be built to be taken apart again (issue 18: the per-step path).
         vec = self.vec
-        reward, success, terminated, truncated, unstable, rejected = vec.advance(np.asarray(action)[None])
+        result = vec.advance_numpy(np.asarray(action)[None])
+        reward, success, terminated, truncated, unstable, rejected = result
         info = {
             "success": bool(success[0]),
             "action_rejected": bool(rejected[0]),
             "sim_unstable": bool(unstable[0]),
         }
         return (
-            {k: v[0] for k, v in vec.observe().items()},
+            {k: v[0] for k, v in vec.observe_numpy().items()},
             float(reward[0]),
             bool(terminated[0]),
             bool(truncated[0]),

@@ -107,7 +107,7 @@ class ObservationEncoder(nn.Module):
         self.state_keys = list(state_sizes)
         self.keys = self.image_keys + self.state_keys
         self.state_sizes = [int(s) for s in state_sizes.values()]
-        self.cameras = nn.ModuleList([ConvEncoder(tuple(s), features) for s in image_shapes.values()])
+        self.cameras = nn.ModuleList([ConvEncoder(s, features) for s in image_shapes.values()])
         self.frozen = frozen
         if frozen:
             self.cameras.requires_grad_(False)

@@ -262,6 +262,8 @@ class LearnerRole:
         self.episodes = EpisodeStats()
         self.version = 0
         self.intervened_transitions = 0
+        self.freeze_norm = False
+        """Keep the observation statistics fixed (after offline pretraining, whose networks expect them)."""
         self.stride = 1
         """Transitions the actor adds per step (one per world): a successor is this many slots on."""
         self._norm_count = -1.0
@@ -275,7 +277,8 @@ class LearnerRole:
             self.stride = item.env_steps
             if item.intervened is not None and item.intervened.any():
                 self._add_demos(item.batch, np.flatnonzero(item.intervened))
-            self.obs_norm.update(self.layout.flatten(item.batch.obs))
+            if not self.freeze_norm:
+                self.obs_norm.update(self.layout.flatten(item.batch.obs))
             self.env_steps += item.env_steps
             received += len(item.batch.reward)
             self.episodes.extend(item.episodes)

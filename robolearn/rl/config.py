@@ -224,6 +224,19 @@ class TrainCfg:
     """Ray head to join (``host:port`` or ``auto``); None starts a local Ray cluster for the run."""
     ray_timeout: float = 30.0
     """Seconds any remote call between actors and learner may take before it counts as failed."""
+    ray_actor_resource: str | None = None
+    """A custom Ray resource every actor process needs (``ray start --resources '{"robot": 1}'`` on the
+    robot computer gives ``robot``): pins the actors to the machines that have it."""
+    robot: Literal["sim", "ros"] = "sim"
+    """Where the actor acts: in simulation, or on a robot over ROS 2 in real time (the topics of
+    docs/ros.md; resets by its protocol; one world; the actor in its own thread)."""
+    robot_safety: str = ""
+    """With ``--robot ros``: safety configuration, a robot name or a YAML path ("" is the task's robot's)."""
+    robot_timeout: float = 10.0
+    """With ``--robot ros``: seconds for the robot's topics to arrive, and that they may stay stale (a
+    reported pause) before the run ends with an error."""
+    reset_timeout: float = 30.0
+    """With ``--robot ros``: seconds for the robot to answer a reset request (docs/ros.md, "Resets")."""
     sac: SACConfig = field(default_factory=SACConfig)
     """Learner hyperparameters."""
     offline: tuple[Path, ...] = ()
@@ -239,6 +252,14 @@ class TrainCfg:
     """Environment steps after offline pretraining (None: ``--steps``); 0 is pure offline RL."""
     offline_cfg: OfflineConfig = field(default_factory=OfflineConfig)
     """Offline pretraining hyperparameters."""
+    init_from: Path | None = None
+    """Start from this run's latest checkpoint: its actor, critics and observation normalization (to
+    fine-tune a simulation-trained policy on a robot); ``--sac.*`` then come from that run. WSRL (Zhou
+    et al. 2025): ``--offline-cfg.warmup-steps`` steps with the frozen pretrained policy, then online
+    updates on the new data only."""
+    init_sim_share: float = 0.0
+    """With ``--init-from``: share of every batch drawn from that run's replay buffer (its simulation
+    data); 0 is WSRL's recipe, the new data only."""
 
     @property
     def total_steps(self) -> int:
@@ -275,6 +296,16 @@ class TrainCfg:
         check_range("--checkpoint-every", self.checkpoint_every, 1)
         check_threads("--torch-threads", self.torch_threads)
         self._check_exchange()
+        self._check_robot()
+        check_range("--init-sim-share", self.init_sim_share, 0, 1, high_open=True)
+        if self.init_from is not None and self.offline:
+            raise ConfigError(
+                "--init-from and --offline are two ways to start from a pretrained policy; use one"
+            )
+        if self.init_sim_share > 0 and self.init_from is None:
+            raise ConfigError("--init-sim-share keeps the --init-from run's buffer: it needs --init-from RUN")
+        if self.init_sim_share > 0 and (self.scripted_demos or self.demos):
+            raise ConfigError("--init-sim-share takes the demonstration half of each batch; drop the demos")
         kind, _, path = self.reward.partition(":")
         if self.reward != "task" and (kind != "classifier" or not path):
             raise ConfigError(f"--reward must be 'task' or 'classifier:PATH', got {self.reward!r}")
@@ -300,13 +331,31 @@ class TrainCfg:
         if self.resume is None:
             check_output_dir("--name" if self.name else "--out", self.out / (self.name or ""))
 
+    def _check_robot(self) -> None:
+        """Options of ``--robot ros``."""
+        check_range("--robot-timeout", self.robot_timeout, 0.1, 3_600)
+        check_range("--reset-timeout", self.reset_timeout, 0.1, 3_600)
+        if self.robot == "sim":
+            return
+        if gym_env_id(self.task) is not None:
+            raise ConfigError(f"--robot ros needs a robolearn task, not {self.task}")
+        if self.num_envs != 1:
+            raise ConfigError(f"--robot ros drives one robot: --num-envs must be 1, got {self.num_envs}")
+        if self.exchange != "local":
+            raise ConfigError("--robot ros acts in the learner's process: use --exchange local")
+        if self.hil and self.device == "keyboard":
+            raise ConfigError(
+                "--robot ros: --device keyboard reads keys from a simulation window; use gamepad, "
+                "spacemouse or scripted"
+            )
+
     def _check_exchange(self) -> None:
         """Options of ``--exchange ray``; refused where they mean nothing or cannot work there."""
         check_range("--actors", self.actors, 1, 1_024)
         check_range("--ray-timeout", self.ray_timeout, 0.1, 3_600)
         if self.exchange == "local":
-            if self.actors != 1 or self.ray_address is not None:
-                raise ConfigError("--actors and --ray-address need --exchange ray")
+            if self.actors != 1 or self.ray_address is not None or self.ray_actor_resource is not None:
+                raise ConfigError("--actors, --ray-address and --ray-actor-resource need --exchange ray")
             return
         if self.hil:
             raise ConfigError("--hil needs the person at the learner's actor: use --exchange local")

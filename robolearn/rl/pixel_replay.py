@@ -216,9 +216,9 @@ def load_image_demos(
     for key, camera in cameras.items():
         feature = ds.features.get(IMAGES + camera)
         if feature is None:
-            have = [k.removeprefix(IMAGES) for k in ds.camera_keys]
+            cams = [k.removeprefix(IMAGES) for k in ds.camera_keys]
             raise DatasetError(
-                f"{ds.root}: no camera {camera!r} for {key}; it records cameras {have or 'none'}"
+                f"{ds.root}: no camera {camera!r} for {key}; it records cameras {cams or 'none'}"
             )
         if tuple(feature["shape"]) != tuple(obs_shapes[key]):
             raise DatasetError(

@@ -69,6 +69,8 @@ class RaySettings:
     """Actor steps an actor sends in one remote call."""
     connect_timeout: float = 5.0
     """Seconds to reach the head before giving up."""
+    actor_resource: str | None = None
+    """A custom resource each actor process needs, pinning actors to the machines that offer it."""
 
 
 def _check_head(address: str, timeout: float) -> None:
@@ -358,6 +360,7 @@ class RayActors:
             lifetime="detached",
             get_if_exists=reuse,
             max_concurrency=2,  # stop() is answered while run() steps
+            resources={self.settings.actor_resource: 1} if self.settings.actor_resource else None,
         ).remote(
             self.factory, self.hub, self.settings, f"actor-{slot.index}", self._seed(slot), self.max_env_steps
         )

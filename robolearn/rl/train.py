@@ -27,7 +27,7 @@ import torch
 from robolearn.data.episodes import EpisodeWriter
 from robolearn.envs.gym_adapter import GymVectorTask, gym_env_id
 from robolearn.envs.task_env import TaskEnv
-from robolearn.errors import CorruptFileError
+from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.eval.evaluation import evaluate
 from robolearn.hil.interventions import Interventions
 from robolearn.policy.loading import LATEST
@@ -63,7 +63,17 @@ def resolve_device(name: str) -> torch.device:
 
 
 def make_train_env(cfg: TrainCfg, num_envs: int, seed: int, render: bool = False) -> Any:
-    """The environment for a task name or a ``gym:`` id."""
+    """The environment for a task name or a ``gym:`` id, or (``--robot ros``) the robot."""
+    if cfg.robot == "ros":
+        from robolearn.envs.ros_env import RosRobotCfg, RosRobotEnv
+
+        robot = RosRobotCfg(
+            safety=cfg.robot_safety,
+            connect_timeout=cfg.robot_timeout,
+            stale_timeout=cfg.robot_timeout,
+            reset_timeout=cfg.reset_timeout,
+        )
+        return RosRobotEnv(cfg.task, robot, seed=seed)
     env_id = gym_env_id(cfg.task)
     if env_id is not None:
         return GymVectorTask(env_id, num_envs, render=render)
@@ -90,6 +100,8 @@ class RunState:
     evals: list[dict[str, Any]] = field(default_factory=list)
     actors: dict[str, Any] | None = None
     """With ``--exchange ray``: actor processes, their restarts and why they died."""
+    robot: dict[str, Any] | None = None
+    """With ``--robot ros``: steps, resets, control-period overruns, pauses, safety interventions."""
 
 
 def _run_dir(cfg: TrainCfg) -> Path:
@@ -131,6 +143,8 @@ def train(
     """Run (or resume) training; returns the summary also written to ``summary.json``."""
     if cfg.resume is not None:
         cfg = _load_run_cfg(cfg.resume, cfg.steps if cfg.steps != TrainCfg.steps else None)
+    elif cfg.init_from is not None:
+        cfg = _with_init_run(cfg)
     cfg.check()  # ranges and consistency, before anything is allocated or written
     if cfg.hil and cfg.device == "keyboard" and _hil_display(cfg) != "window":
         raise TaskError(
@@ -156,7 +170,8 @@ def train(
 
     # Environments.
     env = make_train_env(cfg, cfg.num_envs, int(seeds[0]))
-    eval_env = make_train_env(cfg, min(cfg.eval_episodes, 10), int(seeds[1]))
+    # On a robot, evaluation is its training episodes (a second robot to evaluate on there is not).
+    eval_env = None if cfg.robot == "ros" else make_train_env(cfg, min(cfg.eval_episodes, 10), int(seeds[1]))
     obs_shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
     layout = ObsLayout(obs_shapes)
     scaler = ActionScaler(env.single_action_space.low, env.single_action_space.high)
@@ -192,6 +207,8 @@ def train(
                 n = len(demos)
                 demos.reward[:n] = reward_fn({k: v[:n] for k, v in demos.next_obs.items()})
                 demos.terminated[:n] = np.maximum(demos.terminated[:n], demos.reward[:n] > 0.5)
+        if cfg.init_from is not None:
+            demos = _init_from(cfg, agent, obs_norm, demos)
         if cfg.offline:
             offline = _pretrain(cfg, agent, layout, obs_shapes, scaler, obs_norm, state, int(seeds[3]))
             if cfg.online_mode == "rlpd":  # RLPD keeps the offline data as half of every batch
@@ -199,7 +216,11 @@ def train(
 
     learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
     learner.env_steps = state.env_steps
-    if cfg.offline and not resuming and cfg.total_steps > 0:  # success after 0 online steps
+    # The pretrained networks expect the offline data's statistics: online data must not shift them
+    # (WSRL's warm-up would otherwise act with a changing policy).
+    learner.freeze_norm = bool(cfg.offline)
+    pretrained = bool(cfg.offline) or cfg.init_from is not None
+    if pretrained and not resuming and cfg.total_steps > 0:  # success after 0 online steps (zero-shot)
         result = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.eval_episodes)
         state.evals.append(result | {"env_steps": 0, "minutes": 0.0, "offline_updates": agent.updates})
     if resuming:
@@ -216,12 +237,12 @@ def train(
             scaler,
             seed=int(seeds[0]) + state.env_steps,
             # After pretraining the pretrained policy acts from the first step (WSRL's warm-up).
-            random_steps=0 if cfg.offline else max(0, cfg.random_steps - state.env_steps),
+            random_steps=0 if pretrained else max(0, cfg.random_steps - state.env_steps),
             interventions=interventions,
             reward_fn=reward_fn,
             recorder=recorder,
         )
-    if state.env_steps > 0 or cfg.offline:
+    if state.env_steps > 0 or pretrained:
         learner.publish()
     if cfg.exchange == "ray":
         remote = _ray_actors(cfg, run_dir, int(seeds[0]) + state.env_steps, cfg.total_steps - state.env_steps)
@@ -234,14 +255,15 @@ def train(
     next_ckpt = (state.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
     stop = threading.Event()
     thread = None
-    if cfg.threaded and actor is not None:
+    # On a robot the actor keeps the control period in its own thread while the learner trains.
+    if (cfg.threaded or cfg.robot == "ros") and actor is not None:
         thread = threading.Thread(
             target=actor.run, args=(stop, cfg.total_steps - state.env_steps), daemon=True
         )
         thread.start()
     logged_at = state.updates
     # WSRL: the frozen pretrained policy collects the warm-up steps; no update changes it until then.
-    wsrl = bool(cfg.offline) and cfg.online_mode == "wsrl"
+    wsrl = pretrained and cfg.online_mode == "wsrl"
     learning_starts = cfg.offline_cfg.warmup_steps if wsrl else cfg.learning_starts
     metrics: dict[str, float] = {}
     if interventions is not None:
@@ -304,6 +326,8 @@ def train(
         if recorder is not None:
             recorder.close()
     state.wall_seconds = time.perf_counter() - started
+    if cfg.robot == "ros":
+        state.robot = env.report() | {"dataset": str(run_dir / "episodes")}
     _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
@@ -325,7 +349,8 @@ def build_actor(cfg: TrainCfg, exchange: Exchange, seed: int) -> ActorRole:
     obs_shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
     layout = ObsLayout(obs_shapes)
     scaler = ActionScaler(env.single_action_space.low, env.single_action_space.high)
-    random_steps = 0 if cfg.offline else -(-cfg.random_steps // cfg.actors)  # the warm-up, shared
+    pretrained = bool(cfg.offline) or cfg.init_from is not None
+    random_steps = 0 if pretrained else -(-cfg.random_steps // cfg.actors)  # the warm-up, shared
     return ActorRole(
         env,
         exchange,
@@ -361,7 +386,9 @@ def _ray_actors(cfg: TrainCfg, run_dir: Path, seed: int, max_env_steps: int) -> 
 def _ray_settings(cfg: TrainCfg) -> Any:
     from robolearn.rl.ray_exchange import RaySettings
 
-    return RaySettings(address=cfg.ray_address, call_timeout=cfg.ray_timeout)
+    return RaySettings(
+        address=cfg.ray_address, call_timeout=cfg.ray_timeout, actor_resource=cfg.ray_actor_resource
+    )
 
 
 def _hub_name(run_dir: Path) -> str:
@@ -479,6 +506,37 @@ def _pretrain(
     return data
 
 
+def _with_init_run(cfg: TrainCfg) -> TrainCfg:
+    """``cfg`` with the ``--init-from`` run's learner hyperparameters (its networks' shapes), and its
+    buffer's share of every batch as the demonstration fraction."""
+    assert cfg.init_from is not None
+    init = _load_run_cfg(cfg.init_from, None)
+    if init.task != cfg.task:
+        raise ConfigError(f"--init-from {cfg.init_from}: a run of task {init.task}, not {cfg.task}")
+    sac = init.sac
+    if cfg.init_sim_share > 0:
+        sac = dataclasses.replace(sac, demo_fraction=cfg.init_sim_share)
+    return dataclasses.replace(cfg, sac=sac)
+
+
+def _init_from(
+    cfg: TrainCfg, agent: SAC, obs_norm: RunningNorm, demos: ReplayBuffer | None
+) -> ReplayBuffer | None:
+    """Load the ``--init-from`` run's actor, critics and normalizer; returns the demonstration buffer:
+    that run's replay buffer with ``--init-sim-share``, else ``demos`` unchanged."""
+    assert cfg.init_from is not None
+    loaded = load_checkpoint(cfg.init_from)
+    restore_agent(agent, obs_norm, loaded)
+    torch.manual_seed(cfg.seed)  # this run's own random stream, not the pretrained run's
+    log.info("starting from %s (%s)", loaded.path, "WSRL" if cfg.init_sim_share == 0 else "with its buffer")
+    if cfg.init_sim_share == 0:
+        return demos
+    sim = loaded.replay("online")
+    if sim is None or len(sim) == 0:
+        raise ConfigError(f"--init-sim-share: {loaded.path} holds no replay buffer to keep")
+    return sim
+
+
 def _joined(a: ReplayBuffer, b: ReplayBuffer) -> ReplayBuffer:
     """One buffer holding the transitions of both."""
     out = ReplayBuffer(len(a) + len(b), a.obs_shapes, a.action_dim)
@@ -507,7 +565,7 @@ def _human_in_the_loop(
     cfg: TrainCfg, env: Any, run_dir: Path, seed: int
 ) -> tuple[Interventions | None, EpisodeWriter | None]:
     """The devices watching the worlds, and the dataset every training episode is written to."""
-    if not cfg.hil:
+    if not cfg.hil and cfg.robot == "sim":
         return None, None
     from robolearn.data.writer import DatasetWriter
     from robolearn.teleop import HAND_DEVICES, make_device
@@ -525,9 +583,6 @@ def _human_in_the_loop(
         )
         return {"schedule": schedule}
 
-    devices = [
-        make_device(cfg.device, task, **options(i)) if i < watched else None for i in range(env.num_envs)
-    ]
     root = run_dir / "episodes"
     shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
     writer = (
@@ -535,9 +590,17 @@ def _human_in_the_loop(
         if root.exists()
         else DatasetWriter.for_task(root, task, shapes, repo_id=f"robolearn/{run_dir.name}")
     )
-    view, period = _human_view(cfg, env, run_dir) if cfg.device in HAND_DEVICES else (None, 0.0)
+    recorder = EpisodeWriter(writer, task.description, env.num_envs)
+    if not cfg.hil:  # a robot run without a person: every episode still goes to the dataset
+        return None, recorder
+    devices = [
+        make_device(cfg.device, task, **options(i)) if i < watched else None for i in range(env.num_envs)
+    ]
+    # A person at a robot watches the robot itself; in simulation, world 0 on the screen.
+    watch = cfg.device in HAND_DEVICES and cfg.robot == "sim"
+    view, period = _human_view(cfg, env, run_dir) if watch else (None, 0.0)
     interventions = Interventions(devices, view=view, period=period)
-    return interventions, EpisodeWriter(writer, task.description, env.num_envs)
+    return interventions, recorder
 
 
 def _hil_display(cfg: TrainCfg) -> Literal["window", "png"]:
@@ -566,9 +629,27 @@ def _human_view(cfg: TrainCfg, env: Any, run_dir: Path) -> tuple[Callable[[], No
 def _evaluate(
     learner: LearnerRole, layout: ObsLayout, scaler: ActionScaler, cfg: TrainCfg, env: Any, episodes: int
 ) -> dict[str, Any]:
+    if env is None:
+        return _robot_episodes(learner, episodes)
     policy = policy_from_weights(learner.weights(), layout, scaler.low, scaler.high, cfg.sac.hidden)
     summary: dict[str, Any] = evaluate(env, policy.act, episodes, seed=cfg.seed + 1).summary()
     return summary
+
+
+def _robot_episodes(learner: LearnerRole, episodes: int) -> dict[str, Any]:
+    """On a robot: the outcomes of its last ``episodes`` training episodes (with exploration)."""
+    ep = learner.episodes
+    successes, returns = ep.successes[-episodes:], ep.returns[-episodes:]
+    rate = float(np.mean(successes)) if successes else 0.0
+    half = 1.96 * float(np.sqrt(rate * (1 - rate) / max(len(successes), 1)))
+    return {
+        "success_defined": bool(successes),
+        "success_rate": rate,
+        "success_rate_ci95": [max(rate - half, 0.0), min(rate + half, 1.0)],
+        "return_mean": float(np.mean(returns)) if returns else float("nan"),
+        "episodes": len(returns),
+        "source": "robot training episodes",
+    }
 
 
 def _checkpoint(
@@ -607,7 +688,8 @@ def _finish(
     eval_env: Any,
 ) -> dict[str, Any]:
     final = _evaluate(learner, layout, scaler, cfg, eval_env, cfg.final_eval_episodes)
-    eval_env.close()
+    if eval_env is not None:
+        eval_env.close()
     summary: dict[str, Any] = {
         "task": cfg.task,
         "run_dir": str(run_dir),
@@ -623,6 +705,8 @@ def _finish(
     }
     if state.actors is not None:
         summary["actors"] = state.actors
+    if state.robot is not None:
+        summary["robot"] = state.robot
     from robolearn.eval.plots import plot_learning_curve
 
     summary["learning_curve"] = str(
@@ -642,7 +726,7 @@ def _finish(
             "dataset": str(run_dir / "episodes"),
             "plot": str(plot_intervention_rate(human.rates, run_dir / "interventions.png", cfg.task)),
         }
-    if cfg.video:
+    if cfg.video and cfg.robot == "sim":
         from robolearn.data.video import write_mp4
 
         policy = policy_from_weights(learner.weights(), layout, scaler.low, scaler.high, cfg.sac.hidden)

@@ -119,14 +119,16 @@ def ee_delta_to_controls(
     measured tool, so pushing against the table cannot wind up force, and inside the workspace.
     Orientation is held at the controller's ``target_quat``.
     """
-    ee = env.sim.frame_pos("ee")
-    target = np.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
-    target = target.clip(ee - max_lead, ee + max_lead).clip(workspace_low, workspace_high)
+    xp, ee = env.xp, env.sim.frame_pos("ee")
+    target = xp.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
+    bounds = (workspace_low, workspace_high)
+    low, high = (xp.asarray(b, dtype=target.dtype, device=env.device) for b in bounds)
+    target = xp.clip(xp.clip(target, ee - max_lead, ee + max_lead), low, high)
     env.state["ee_target"] = target
     # Controls: impedance target position (3), rotation vector from the nominal orientation (3, held
     # at zero), then each finger's opening.
     fingers = len(env.cfg.scene.robot.gripper_joints)
-    controls = np.zeros((env.num_envs, 6 + fingers))
+    controls = xp.zeros((env.num_envs, 6 + fingers), dtype=target.dtype, device=env.device)
     controls[:, :3] = target
     if fingers:
         controls[:, 6:] = action[:, 3:4] / fingers
@@ -167,7 +169,7 @@ def ee_target_offset(env: TaskEnvView) -> FloatArray:
     Without it the spring's stretch, and so the coming motion, would be hidden from a policy.
     """
     offset = env.state["ee_target"] - env.sim.frame_pos("ee")
-    return np.where((env.step_count == 0)[:, None], 0.0, offset)
+    return env.xp.where((env.step_count == 0)[:, None], 0.0, offset)
 
 
 def servo_step(

@@ -1,0 +1,380 @@
+"""A robot that speaks ROS 2 as a training environment (``robolearn train TASK --robot ros``, issue 10).
+
+The robot publishes and subscribes what ``docs/ros.md`` lists, the topics ``policy_node`` reads
+and writes. :class:`RosRobotEnv` is a one-world Gymnasium-style vector environment over them, in
+real time at the task's control rate:
+
+- observations are the task's own observation terms run on the newest messages, through the
+  :class:`~robolearn.hardware.ros.state_view.RemoteStateView` ``policy_node`` uses; reward,
+  success and terminations are the task's terms on the same view;
+- every action passes through the safety layer (:class:`~robolearn.hardware.safety.SafetyLayer`,
+  the configuration of ``hardware/config/<robot>.yaml``); its watchdog and the latched e-stop
+  (``estop``, ``std_msgs/Bool``; released by ``estop_reset``, ``std_msgs/Empty``) stay armed for the
+  whole run;
+- an e-stop, or observations that went stale, *pause* training: the safety layer's stop command
+  goes out every period until the e-stop is released or fresh messages return, the pause is logged
+  and counted; the episode it interrupted ends (truncated) and the robot is reset. Observations
+  stale for longer than ``stale_timeout`` end the run with a one-line error;
+- episodes end on the task's terminations and its time limit (``episode_length`` control steps);
+  resets follow the protocol of docs/ros.md ("Resets"): a numbered request on ``reset``
+  (``std_msgs/UInt64``), and the next episode starts when the same number comes back on ``ready``
+  (``std_msgs/UInt64``, latched) and the robot reports step 0. A robot that does not answer within
+  ``reset_timeout`` is a one-line error;
+- control-period overruns (a step that began after its deadline, or whose command went out late)
+  are counted in :meth:`report`, which the run's summary carries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium.vector import AutoresetMode
+
+from robolearn.errors import RobolearnError
+from robolearn.hardware.registry import load_safety_config, task_robot
+from robolearn.hardware.ros._rclpy import command_qos, latched_qos, msg, sensor_qos
+from robolearn.hardware.ros.harness import local_node
+from robolearn.hardware.ros.messages import MessageError, make_codec
+from robolearn.hardware.ros.policy_node import DEFAULT_ROBOTS, MESSAGE_TYPES
+from robolearn.hardware.ros.state_view import (
+    RemoteStateView,
+    required_sources,
+    tracked_frames,
+    tracked_joints,
+)
+from robolearn.hardware.safety import SafetyLayer
+from robolearn.sim.backend import FloatArray
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.core import Observation
+
+log = logging.getLogger(__name__)
+
+PAUSE_LOG_PERIOD = 10.0
+"""Seconds between reports that training is still paused."""
+
+
+class RobotTrainingError(RobolearnError):
+    """The robot does not answer as docs/ros.md says: a topic that never arrives, a reset never served."""
+
+
+@dataclass(frozen=True)
+class RosRobotCfg:
+    """How to reach the robot and how long to wait for it."""
+
+    safety: str = ""
+    """Safety configuration: a robot name (``robolearn robots``) or a YAML path; "" is the task's robot's,
+    else the embodiment's."""
+    command_type: str = ""
+    """Command message type (docs/ros.md); "" is the embodiment's default."""
+    connect_timeout: float = 10.0
+    """Seconds for every required topic to send its first message."""
+    reset_timeout: float = 30.0
+    """Seconds for the robot to answer a reset request on ``ready``."""
+    stale_timeout: float = 10.0
+    """Seconds observations may stay stale (training paused) before the run ends with an error."""
+    domain_id: int | None = None
+    """ROS domain to join; None: ``ROS_DOMAIN_ID`` (0 where unset)."""
+
+
+class RosRobotEnv:
+    """One robot as a one-world vector environment with same-step autoreset (see the module doc)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}  # noqa: RUF012
+    num_envs = 1
+
+    def __init__(self, task: str, cfg: RosRobotCfg | None = None, *, seed: int | None = None) -> None:
+        self.rcfg = cfg or RosRobotCfg()
+        self.cfg = make_task_cfg(task)
+        self.period = self.cfg.control_dt
+        self.codec = make_codec(self.cfg, self.rcfg.command_type)
+        robot = self.rcfg.safety or task_robot(self.cfg) or DEFAULT_ROBOTS[self.cfg.embodiment]
+        self.safety_cfg = load_safety_config(robot)
+        self.safety = SafetyLayer(self.safety_cfg, self.cfg)
+        self.view = RemoteStateView(self.cfg, tracked_frames(self.cfg), tracked_joints(self.cfg))
+        with np.errstate(all="ignore"):  # the view holds no state yet; only the shapes count
+            sizes = {k: v.shape for k, v in self.view.observe().items()}
+        act = self.cfg.action
+        self.single_action_space = gym.spaces.Box(
+            np.asarray(act.low, np.float32), np.asarray(act.high, np.float32), dtype=np.float32
+        )
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, 1)
+        self.single_observation_space = gym.spaces.Dict(
+            {k: gym.spaces.Box(-np.inf, np.inf, shape=s, dtype=np.float32) for k, s in sizes.items()}
+        )
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, 1)
+        self.required = required_sources(self.cfg)
+        self.stamps = dict.fromkeys(self.view.sources, -math.inf)
+        self.counts = {
+            "steps": 0,
+            "episodes": 0,
+            "resets": 0,
+            "overruns": 0,
+            "rejected_messages": 0,
+            "estop_pauses": 0,
+            "stale_pauses": 0,
+        }
+        self.paused_seconds = 0.0
+        self.episode_step = 0
+        self._lock = threading.Lock()
+        self._estop = False
+        self._ready: int | None = None
+        self._request = 0
+        self._deadline = -math.inf
+        self._stack = contextlib.ExitStack()
+        domain = self.rcfg.domain_id
+        if domain is None:
+            import os
+
+            domain = int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)
+        self.node = self._stack.enter_context(local_node("robolearn_trainer", domain))
+        try:
+            self._connect()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    # -- the robot's side -------------------------------------------------------------------------
+    def _connect(self) -> None:
+        node = self.node
+        self.topics = {}
+        for src in self.view.sources:
+            cls = msg(*MESSAGE_TYPES.get(src, ("nav_msgs", "Odometry")))
+            sub = node.create_subscription(
+                cls, src, functools.partial(self._received, src), sensor_qos(), raw=True
+            )
+            self.topics[src] = sub.topic_name
+        node.create_subscription(msg("std_msgs", "Bool"), "estop", self._on_estop, latched_qos())
+        node.create_subscription(msg("std_msgs", "Empty"), "estop_reset", self._on_estop_reset, command_qos())
+        node.create_subscription(msg("std_msgs", "UInt64"), "ready", self._on_ready, latched_qos())
+        self.pubs = {
+            role: node.create_publisher(cls, role, command_qos()) for role, cls in self.codec.roles().items()
+        }
+        self.reset_pub = node.create_publisher(msg("std_msgs", "UInt64"), "reset", command_qos())
+        deadline = time.monotonic() + self.rcfg.connect_timeout
+        while (
+            missing := [s for s in self.required if self.stamps[s] == -math.inf]
+        ) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if missing:
+            names = ", ".join(self.topics[s] for s in missing)
+            needed = ", ".join(self.topics[s] for s in self.required)
+            raise RobotTrainingError(
+                f"--robot ros: nothing received on {names} within {self.rcfg.connect_timeout:g} s "
+                f"(--robot-timeout); the robot must publish {needed} (docs/ros.md) on ROS domain "
+                f"{self.node.context.get_domain_id()}"
+            )
+        log.info(
+            "robot for %s: %s, commands %s, safety %s", self.cfg.name, list(self.topics.values()),
+            self.codec.name, self.safety_cfg.source,
+        )  # fmt: skip
+
+    def _received(self, source: str, m: bytes) -> None:
+        with self._lock:
+            try:
+                self.stamps[source] = self.view.read_cdr(source, m)
+            except MessageError as exc:
+                self.counts["rejected_messages"] += 1
+                log.debug("ignored a message on %s: %s", self.topics[source], exc)
+
+    def _on_estop(self, m: Any) -> None:
+        if m.data:
+            with self._lock:
+                self._estop = True
+                self.safety.estop()
+
+    def _on_estop_reset(self, m: Any) -> None:
+        with self._lock:
+            self._estop = False
+            self.safety.reset()
+
+    def _on_ready(self, m: Any) -> None:
+        with self._lock:
+            self._ready = int(m.data)
+
+    def _oldest(self) -> float:
+        return min(self.stamps[s] for s in self.required)
+
+    # -- commands -------------------------------------------------------------------------------
+    def _command(self, action: FloatArray) -> None:
+        """Filter ``action`` through the safety layer and send it (under the lock)."""
+        now = time.time()
+        stamp = self._oldest()
+        self.safety.observed(stamp)
+        command = self.safety.filter(action, self.view.robot_state(stamp), now)
+        for role, m in self.codec.encode(command, now).items():
+            self.pubs[role].publish(m)
+        self.view.record_action(command)
+
+    def _hold(self) -> None:
+        """Send the safety layer's stop command (the robot's state decides what it is)."""
+        with self._lock:
+            self._command(np.asarray(self.cfg.action.neutral, np.float64))
+
+    def _sleep_to_deadline(self) -> None:
+        """Wait for the next tick of the control clock (absolute deadlines)."""
+        self._deadline += self.period
+        delay = self._deadline - time.monotonic()
+        if delay < 0:
+            self.counts["overruns"] += 1
+            self._deadline = time.monotonic()
+        else:
+            time.sleep(delay)
+
+    def _pause(self) -> bool:
+        """While the e-stop is latched or the observations are stale: hold the robot and wait.
+        Returns whether training paused (the episode then ends)."""
+        started = time.monotonic()
+        reported = -math.inf
+        reason = None
+        while True:
+            with self._lock:
+                estop = self._estop
+                stale = time.time() - self._oldest() > self.safety_cfg.watchdog_timeout
+            if not estop and not stale:
+                break
+            if reason is None:
+                reason = "estop" if estop else "stale"
+                self.counts[f"{reason}_pauses"] += 1
+            waited = time.monotonic() - started
+            if not estop and waited > self.rcfg.stale_timeout:
+                old = [
+                    self.topics[s]
+                    for s in self.required
+                    if time.time() - self.stamps[s] > self.safety_cfg.watchdog_timeout
+                ]
+                raise RobotTrainingError(
+                    f"--robot ros: no fresh messages on {', '.join(old)} for {waited:.0f} s "
+                    f"(watchdog {self.safety_cfg.watchdog_timeout:g} s, "
+                    f"--robot-timeout {self.rcfg.stale_timeout:g} s)"
+                )
+            if time.monotonic() - reported >= PAUSE_LOG_PERIOD:
+                reported = time.monotonic()
+                what = (
+                    "e-stop latched (publish std_msgs/Empty on estop_reset to release)"
+                    if estop
+                    else "observations stale"
+                )
+                log.warning("training paused: %s for %.0f s", what, waited)
+            self._hold()
+            time.sleep(self.period)
+        if reason is not None:
+            paused = time.monotonic() - started
+            self.paused_seconds += paused
+            log.warning("training resumed after a %s pause of %.1f s", reason, paused)
+        return reason is not None
+
+    # -- resets ---------------------------------------------------------------------------------
+    def _reset_robot(self) -> None:
+        """The reset protocol (docs/ros.md, "Resets")."""
+        self._pause()  # no reset request while the e-stop is latched
+        self._request += 1
+        request = self._request
+        sent_at = time.time()
+        self.reset_pub.publish(msg("std_msgs", "UInt64")(data=request))
+        deadline = time.monotonic() + self.rcfg.reset_timeout
+        while True:
+            with self._lock:
+                answered = self._ready == request
+                fresh = self.stamps["task_state"] >= sent_at and int(self.view.step_count[0]) == 0
+            if answered and fresh:
+                break
+            if time.monotonic() > deadline:
+                what = (
+                    "did not answer on ready"
+                    if not answered
+                    else "answered, but reported no step 0 on task_state"
+                )
+                raise RobotTrainingError(
+                    f"--robot ros: reset request {request} on {self.reset_pub.topic_name}: the robot {what} "
+                    f"within {self.rcfg.reset_timeout:g} s (--reset-timeout); it must implement the reset "
+                    "protocol of docs/ros.md"
+                )
+            time.sleep(0.005)
+        with self._lock:
+            self.view.new_episode()
+            self.safety.new_episode()
+        self.counts["resets"] += 1
+        self.episode_step = 0
+        self._deadline = time.monotonic()
+
+    def _observe(self) -> Observation:
+        with self._lock, np.errstate(all="ignore"):
+            return {k: v[None] for k, v in self.view.observe().items()}
+
+    # -- the vector environment -----------------------------------------------------------------
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Reset the robot by the protocol (a masked reset of world 0 or of nothing, as Gymnasium's)."""
+        mask = None if options is None else options.get("reset_mask")
+        if mask is None or bool(np.asarray(mask).reshape(-1)[0]):
+            self._reset_robot()
+        return self._observe(), {}
+
+    def step(
+        self, actions: Any
+    ) -> tuple[Observation, FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.bool_], dict[str, Any]]:
+        action = np.asarray(actions, np.float64).reshape(-1)
+        if time.monotonic() > self._deadline + self.period:
+            self.counts["overruns"] += 1  # the caller came late: the previous command ran too long
+            self._deadline = time.monotonic()
+        with self._lock:
+            self._command(action)
+        self._sleep_to_deadline()
+        paused = self._pause()
+        self.episode_step += 1
+        self.counts["steps"] += 1
+        cfg = self.cfg
+        with self._lock, np.errstate(all="ignore"):
+            reward, success = self.view.score_step()
+            obs = {k: v[None] for k, v in self.view.observe().items()}
+            terminated = success and cfg.end_on_success
+            truncated = self.episode_step >= cfg.episode_length or paused
+            for key, term in cfg.terminations.items():
+                hit = bool(self.view.step_terminations[key][0])
+                if term.time_out:
+                    truncated |= hit
+                else:
+                    terminated |= hit
+        truncated &= not terminated
+        step_info = {"success": np.array([success]), "_success": np.array([True])}
+        info: dict[str, Any] = {}
+        if terminated or truncated:
+            self.counts["episodes"] += 1
+            final = np.full(1, None, dtype=object)
+            final[0] = {k: v[0] for k, v in obs.items()}
+            info["final_obs"], info["_final_obs"] = final, np.array([True])
+            info["final_info"], info["_final_info"] = step_info, np.array([True])
+            self._reset_robot()
+            obs = self._observe()
+        else:
+            info = step_info
+        return obs, np.array([reward]), np.array([terminated]), np.array([truncated]), info
+
+    def report(self) -> dict[str, Any]:
+        """For the run's summary: steps, episodes, resets, overruns, pauses, safety interventions."""
+        return {
+            **self.counts,
+            "paused_seconds": round(self.paused_seconds, 3),
+            "control_hz": 1.0 / self.period,
+            "safety": dict(self.safety.counts),
+        }
+
+    def render(self) -> npt.NDArray[np.uint8]:
+        raise RobotTrainingError("--robot ros: a robot has no simulated view to render; watch the robot")
+
+    def close(self, **kwargs: Any) -> None:
+        """Hold the robot and leave the ROS domain."""
+        with contextlib.suppress(Exception):  # the robot may already be gone
+            self._hold()
+        self._stack.close()

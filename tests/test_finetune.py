@@ -1,0 +1,75 @@
+"""``--init-from RUN`` (issue 10): a run starts from another's actor, critics and normalization, collects
+WSRL's warm-up with the frozen pretrained policy, and optionally keeps that run's buffer at a share."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from robolearn.errors import ConfigError
+from robolearn.rl.config import SACConfig, TrainCfg
+from robolearn.rl.train import train
+
+
+def _cfg(tmp_path: Path, **kw: object) -> TrainCfg:
+    base = TrainCfg(
+        task="gym:Pendulum-v1",
+        num_envs=1,
+        steps=400,
+        out=tmp_path,
+        learning_starts=100,
+        random_steps=100,
+        eval_every=10_000,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        checkpoint_every=10_000,
+        video=False,
+        sac=SACConfig(hidden=(32, 32), batch_size=32),
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    return train(_cfg(tmp_path_factory.mktemp("pre"), name="pre"))
+
+
+def test_a_run_starts_from_the_pretrained_policy_and_keeps_it_frozen_through_the_warm_up(
+    tmp_path: Path, pretrained: dict[str, object]
+) -> None:
+    from robolearn.rl.config import OfflineConfig
+
+    cfg = _cfg(
+        tmp_path,
+        name="tuned",
+        steps=300,
+        init_from=Path(str(pretrained["run_dir"])),
+        sac=SACConfig(hidden=(64, 64)),  # replaced by the pretrained run's (its networks' shapes)
+        offline_cfg=OfflineConfig(warmup_steps=200),
+    )
+    summary = train(cfg)
+    zero_shot = summary["evals"][0]
+    assert zero_shot["env_steps"] == 0
+    # The same policy, evaluated on the same seeds: the pretrained run's final return, exactly.
+    assert zero_shot["return_mean"] == pytest.approx(pretrained["return_mean"])
+    # Updates began only once the warm-up was collected: one learner step per transition from then.
+    assert summary["updates"] == 300 - 200 + 1
+
+
+def test_the_simulation_buffer_can_be_kept_at_a_share(tmp_path: Path, pretrained: dict[str, object]) -> None:
+    cfg = _cfg(
+        tmp_path, name="kept", steps=150, init_from=Path(str(pretrained["run_dir"])), init_sim_share=0.25
+    )
+    summary = train(cfg)
+    assert summary["env_steps"] >= 150
+
+
+def test_init_from_refuses_another_task_and_contradicting_options(
+    tmp_path: Path, pretrained: dict[str, object]
+) -> None:
+    with pytest.raises(ConfigError, match="a run of task gym:Pendulum-v1, not panda_reach"):
+        train(_cfg(tmp_path, task="panda_reach", init_from=Path(str(pretrained["run_dir"]))))
+    with pytest.raises(ConfigError, match="needs --init-from"):
+        _cfg(tmp_path, init_sim_share=0.5).check()
