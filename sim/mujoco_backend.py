@@ -10,6 +10,7 @@ action acts on (and the acceleration stage too, for models whose sensors need it
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,8 +106,10 @@ class _MujocoBase:
         self.num_controls = int(self.model.nu)
         self._nominal = {f: getattr(self.model, f).copy() for f in _RANDOMIZED}
         self._renderer: mujoco.Renderer | None = None
-        self._view_renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}
-        """Task cameras' renderers by (width, height, depth): one per image size, kept."""
+        self._view_renderers: dict[tuple[int, int, int, bool], mujoco.Renderer] = {}
+        """Task cameras' renderers by (thread, width, height, depth): one per image size, kept. Per
+        thread: an EGL context current on one thread cannot be made current on another (a ROS
+        node publishes its first sample from the thread that built it, then from its loop)."""
         self._unstable = np.zeros(num_worlds, dtype=bool)
         # Stages computed at the new state after a control step: positions and velocities, and also
         # accelerations when a sensor needs them (MjcfAsset.body_wrenches), under the controls just applied.
@@ -277,12 +280,13 @@ class _MujocoBase:
         kinds = (False, True) if view.depth else (False,)
         images: list[npt.NDArray[Any]] = []
         for depth in kinds:  # MuJoCo's Renderer reads colour or depth per render, not both
-            renderer = self._view_renderers.get((view.width, view.height, depth))
+            key = (threading.get_ident(), view.width, view.height, depth)
+            renderer = self._view_renderers.get(key)
             if renderer is None:
                 renderer = mujoco.Renderer(model, height=view.height, width=view.width)
                 if depth:
                     renderer.enable_depth_rendering()
-                self._view_renderers[(view.width, view.height, depth)] = renderer
+                self._view_renderers[key] = renderer
             # update_scene lays out infinite planes around the scene's camera as it is on entry (the
             # last frame's): aimed first, equal states give equal images whatever was drawn before.
             _aim(renderer.scene, view)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import mujoco
 import numpy as np
@@ -66,7 +66,7 @@ class MujocoWarpBackend(_MujocoBase):
     """``num_worlds`` worlds of one scene on MuJoCo Warp; arrays are torch tensors on the device."""
 
     name = "mujoco_warp"
-    xp = xp_torch
+    xp: Any = xp_torch
     """Array API namespace of every array this backend returns (torch, through array-api-compat)."""
 
     def __init__(self, scene: Any, num_worlds: int, device: str | None = None) -> None:
@@ -88,8 +88,11 @@ class MujocoWarpBackend(_MujocoBase):
         self._reset_mask = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
         self._reset_mask_wp = wp.from_torch(self._reset_mask)  # the same memory, as Warp sees it
         self._unstable_t = torch.zeros(num_worlds, dtype=torch.bool, device=self.device)
-        self._time, self._ctrl = self._data("time"), self._data("ctrl")
-        self._qpos, self._qvel = self._data("qpos"), self._data("qvel")
+        # The base class types its views as numpy arrays; here they are tensors.
+        self._time, self._ctrl, self._qpos, self._qvel = (
+            cast(torch.Tensor, self._data(f)) for f in ("time", "ctrl", "qpos", "qvel")
+        )
+        self._cols: dict[tuple[bool, tuple[str, ...]], torch.Tensor] = {}
         self._warm: set[int] = set()
         self._graphs: dict[int, Any] = {}
         """CUDA graphs of a control step by substep count: one launch instead of hundreds of kernels."""
@@ -116,9 +119,9 @@ class MujocoWarpBackend(_MujocoBase):
     def _joint_addr(self, joints: Sequence[str], dofs: bool) -> Any:
         """qpos (or qvel) addresses as a tensor on the device, resolved once per joint tuple."""
         key = (dofs, tuple(joints))
-        cols = self._joint_cols.get(key)
+        cols = self._cols.get(key)
         if cols is None:
-            cols = self._joint_cols[key] = self._ids(super()._joint_addr(joints, dofs))
+            cols = self._cols[key] = self._ids(super()._joint_addr(joints, dofs))
         return cols
 
     def set_joint_state(self, ids: Any, joints: Sequence[str], pos: Any, vel: Any | None = None) -> None:
@@ -147,9 +150,8 @@ class MujocoWarpBackend(_MujocoBase):
         if angvel is None:
             self._qvel[rows, d + 3 : d + 6] = 0.0
         else:  # a free joint's angular velocity is in the body frame
-            self._qvel[rows, d + 3 : d + 6] = quat_rotate_inverse(
-                self._qpos[rows, q + 3 : q + 7], self._tensor(angvel)
-            )
+            body: Any = quat_rotate_inverse(self._qpos[rows, q + 3 : q + 7], self._tensor(angvel))  # type: ignore[arg-type]
+            self._qvel[rows, d + 3 : d + 6] = body
 
     def set_physics_params(self, ids: Any, params: PhysicsParams) -> None:
         rows, t = self._ids(ids), self._tensor

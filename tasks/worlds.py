@@ -19,16 +19,19 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray, PhysicsParams, make_backend
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.cameras import image_specs, render_cameras
 from robolearn.tasks.core import Observation, TaskCfg, TaskError
 from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
+
+if TYPE_CHECKING:
+    from robolearn.tasks.cameras import ImageSpec
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +142,13 @@ class TaskWorlds:
             for k, t in self.cfg.observations.items()
         }
         """Observation key to the number of values of one world's entry (state terms)."""
-        self.image_specs = image_specs(self.cfg)
+        self.image_specs: dict[str, ImageSpec] = {}
         """Image observation key to its camera, shape and type, after the state terms."""
+        self._render: Callable[[TaskWorlds], Observation] | None = None
+        if self.cfg.cameras:  # imported only here: loading a state policy's task stays lean
+            from robolearn.tasks.cameras import image_specs, render_cameras
+
+            self.image_specs, self._render = image_specs(self.cfg), render_cameras
 
     # -- seeding -----------------------------------------------------------------------------
     def reseed(self, seed: int | None) -> None:
@@ -154,10 +162,10 @@ class TaskWorlds:
         else:  # drawn where the worlds are: resets need no host round trip
             from robolearn.tasks.device_rng import DeviceGenerator
 
-            self.rng, self._dr_rng, self._noise_rng = (
-                DeviceGenerator(seq, self.device, self.float_dtype)  # type: ignore[misc]
-                for seq in (reset_seq, dr_seq, noise_seq)
-            )
+            # numpy Generator's interface (what terms call), drawing on the device.
+            seqs = (reset_seq, dr_seq, noise_seq)
+            streams: list[Any] = [DeviceGenerator(s, self.device, self.float_dtype) for s in seqs]
+            self.rng, self._dr_rng, self._noise_rng = streams
 
     def _zeros(self, shape: int | tuple[int, ...]) -> Any:
         """Zeros of the task's float type where the worlds are."""
@@ -175,8 +183,8 @@ class TaskWorlds:
             if noise and term.noise_std > 0:
                 value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
             obs[key] = xp.astype(value, xp.float32)
-        if self.image_specs:
-            obs.update(render_cameras(self))
+        if self._render is not None:
+            obs.update(self._render(self))
         return obs
 
     # -- resets ------------------------------------------------------------------------------

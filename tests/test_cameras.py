@@ -146,3 +146,17 @@ def test_degenerate_view_is_refused() -> None:
         view_axes(CameraView((0.0, 0.0, 1.0), (0.0, 0.0, 1.0), (0.0, 0.0, 1.0), 45.0, 8, 8))
     with pytest.raises(SimError, match="up must not lie along"):
         view_axes(CameraView((0.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), 45.0, 8, 8))
+
+
+def test_bench_sim_has_a_rendering_table() -> None:
+    from robolearn.bench.render import RENDER_BACKENDS, RESOLUTIONS, render_rows
+
+    rows = render_rows(num_envs=2, seconds=0.05, seed=0)
+    assert [(r["backend"], r["resolution"]) for r in rows] == [
+        (b, f"{w}x{h}") for b in RENDER_BACKENDS for w, h in RESOLUTIONS
+    ]
+    for row in rows:
+        assert row["frames_per_s"] > 0 and row["frame_bytes"] == 3 * int(
+            np.prod([int(x) for x in row["resolution"].split("x")])
+        )
+        assert row["num_envs"] == (1 if row["backend"] == "mujoco" else 2)

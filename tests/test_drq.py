@@ -18,8 +18,18 @@ from robolearn.policy.encoders import (
     random_shift,
     save_encoder_weights,
 )
+from robolearn.policy.normalization import ActionScaler
+from robolearn.policy.runtime import load_exported
 from robolearn.rl.config import SACConfig
-from robolearn.rl.drq import DrQLearner, PixelTrainCfg, train_pixels
+from robolearn.rl.drq import (
+    ENCODER_FILE,
+    DrQLearner,
+    PixelTrainCfg,
+    collect_pixel_demos,
+    make_pixel_env,
+    train_pixels,
+)
+from robolearn.rl.pixel_replay import FrameReplay
 from robolearn.rl.replay import Batch
 from robolearn.tasks import make_task_cfg, register_task, task_names
 from robolearn.tasks.core import TaskCfg
@@ -130,9 +140,10 @@ def _register_small() -> None:
         register_task(SMALL_TASK, _small)
 
 
-def test_pixel_training_loop_runs_and_its_critic_loss_falls() -> None:
+def test_pixel_training_loop_runs_and_its_critic_loss_falls(tmp_path: Path) -> None:
     _register_small()
     cfg = PixelTrainCfg(
+        out=tmp_path / "run",
         task=SMALL_TASK,
         num_envs=2,
         steps=300,
@@ -157,16 +168,26 @@ def test_pixel_training_loop_runs_and_its_critic_loss_falls() -> None:
         },
     }
     assert run.policy.act(obs).shape == (1, 4)
+    # The run's encoders can start another one frozen; its policy folder loads as a deployment does.
+    frozen = ObservationEncoder(
+        {"wrist_rgb": (24, 24, 3), "scene_rgb": (24, 24, 3)}, {"ee_pos": 3}, features=16, frozen=True
+    )
+    load_encoder_weights(frozen, tmp_path / "run" / ENCODER_FILE)
+    deployed = load_exported(tmp_path / "run" / "policy", "torchscript")
+    assert [c.name for c in deployed.meta.cameras] == ["wrist_rgb", "scene_rgb"]
+    assert deployed.act_batch(obs).shape == (1, 4)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_pick_cube_from_pixels_learns_on_gpu() -> None:
-    """Issue 13's learning test: pick-cube from 64x64 wrist and scene cameras reaches a success rate
-    that a random policy never does. (No scripted demonstrations: the pixel task's expert reads
-    privileged state; see the report.)"""
+    """Issue 13's learning test: pick-cube from 64x64 wrist and scene cameras with 20 scripted
+    demonstrations reaches a success rate a random policy never does (the issue's goal, 90 % within
+    30,000 steps and 15 minutes on one H100, is for the benchmark to report). Not yet run: the
+    session that wrote it had no GPU."""
     cfg = PixelTrainCfg(
         task="panda_pick_cube_pixels",
+        demo_episodes=20,
         num_envs=8,
         steps=30_000,
         learning_starts=2_000,
@@ -176,3 +197,45 @@ def test_pick_cube_from_pixels_learns_on_gpu() -> None:
     run = train_pixels(cfg)
     recent = run.episode_successes[-50:]
     assert len(recent) == 50 and np.mean(recent) >= 0.5
+
+
+def test_scripted_pixel_demonstrations_store_only_successful_episodes(tmp_path: Path) -> None:
+    """The state task's expert drives the pixel task's worlds; the pixels are what is kept."""
+    _register_small()
+    cfg = PixelTrainCfg(
+        task=SMALL_TASK,
+        expert_task="panda_pick_cube",
+        num_envs=2,
+        steps=60,
+        learning_starts=40,
+        replay_budget_mb=8,
+        features=8,
+        demo_episodes=2,
+        sac=SACConfig(batch_size=8, hidden=(16, 16), init_temperature=0.1),
+    )
+    env = make_pixel_env(cfg)
+    try:
+        scaler = ActionScaler(env.cfg.action.low, env.cfg.action.high)
+        shapes = {k: s.shape for k, s in env.image_specs.items()} | {
+            k: (s,) for k, s in env.observation_sizes.items()
+        }
+        demos = FrameReplay(2_000, shapes, 4)
+        attempts = collect_pixel_demos(env, make_task_cfg("panda_pick_cube"), 2, scaler, demos, seed=0)
+    finally:
+        env.close()
+    assert attempts >= 2
+    batch = demos.take(np.flatnonzero(demos.valid))
+    assert batch.terminated.sum() == 2  # two successes, each ending in its terminal transition
+    assert batch.obs["wrist_rgb"].shape[1:] == (24, 24, 3) and "cube_pos" not in batch.obs
+    run = train_pixels(cfg)  # demonstrations fill half of every batch
+    assert len(run.metrics) == 11 and np.isfinite([m["critic_loss"] for m in run.metrics]).all()
+
+
+def test_a_pixel_task_without_an_expert_counterpart_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"task ant (has no scripted expert|acts with)") as err:
+        train_pixels(
+            PixelTrainCfg(
+                task="car_checkpoints_pixels", expert_task="ant", steps=10, learning_starts=5, demo_episodes=1
+            )
+        )
+    assert "\n" not in str(err.value)

@@ -150,3 +150,18 @@ def test_scripted_expert_succeeds(task: str) -> None:
     result = evaluate(env, cfg.expert(cfg), episodes=40)
     env.close()
     assert result.summary()["success_rate"] >= 0.95
+
+
+def test_bench_sim_gpu_part_needs_cuda() -> None:
+    """Without CUDA, ``robolearn bench sim --parts gpu`` says so in one line (exit 2 through the CLI)."""
+    import torch
+
+    from robolearn.bench.config import SimBenchCfg
+    from robolearn.bench.sim import run_sim_bench
+    from robolearn.errors import RobolearnError
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: the gpu part would run")
+    with pytest.raises(RobolearnError, match="needs a CUDA GPU") as err:
+        run_sim_bench(SimBenchCfg(parts=("gpu",), seconds=0.1, rounds=1))
+    assert "\n" not in str(err.value)

@@ -266,7 +266,14 @@ def test_a_scripted_arm_succeeds_over_ros_recorded_as_a_bag_and_a_dataset(
     store = get_typestore(Stores.ROS2_KILTED)
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
-        assert set(counts) == {"/frames/ee", "/joint_states", "/task_state", "/command", "/episode"}
+        # (/ready: the reset handshake of robolearn.envs.ros_env, recorded where the robot offers it.)
+        assert set(counts) - {"/ready"} == {
+            "/frames/ee",
+            "/joint_states",
+            "/task_state",
+            "/command",
+            "/episode",
+        }
         assert counts["/episode"] == 10
         assert counts["/command"] == summary["counts"]["commands"]
         assert counts["/frames/ee"] >= summary["counts"]["steps"]
@@ -282,7 +289,7 @@ def test_a_scripted_arm_succeeds_over_ros_recorded_as_a_bag_and_a_dataset(
                 assert len(m.data) == 4
             elif conn.topic == "/episode":
                 assert set(json.loads(m.data)) == {"episode", "success", "return", "length"}
-        assert seen == set(counts)
+        assert seen == {t for t, n in counts.items() if n > 0}  # every topic with a message read
 
     # The recorder starts with an episode: should it miss the first, it records the three after. Its
     # last frame's reward makes each episode add up to the robot's return, which identifies it.

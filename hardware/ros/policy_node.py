@@ -22,7 +22,8 @@ stages (:data:`STAGES`); a step longer than the period counts as a deadline miss
 
 Safety: the newest stamps of the required topics feed the safety layer's watchdog; stale
 observations (a dead sensor, a cut link) make it send the embodiment's safe-stop command.
-``estop`` (``std_msgs/Bool``, latched: reliable, transient local) true latches the e-stop; ``estop_reset`` (``std_msgs/Empty``) clears it.
+``estop`` (``std_msgs/Bool``, latched: reliable, transient local) true latches the e-stop;
+``estop_reset`` (``std_msgs/Empty``) clears it.
 Intervention counters go out on ``safety`` (``std_msgs/String``, JSON) twice a second.
 
 Run: ``policy_node --ros-args -p policy:=scripted:panda_reach`` or ``-p policy:=exported/dir``.
@@ -373,6 +374,10 @@ class PolicyNode:
                 return
         self._act(time.time())
 
+    def _default_type(self, source: str) -> tuple[str, str]:
+        """The message type of a topic not in :data:`MESSAGE_TYPES`: a camera's or a frame's."""
+        return ("sensor_msgs", "Image") if source in self.camera_specs else ("nav_msgs", "Odometry")
+
     def _received_image(self, source: str, m: Any) -> None:
         """Take a camera's image after checking it is what the policy takes (encoding, resolution)."""
         spec = self.camera_specs[source]
@@ -454,7 +459,7 @@ class PolicyNode:
         missing = [s for s in self.required if self.stamps[s] == -math.inf]
         if missing:
             expected = ", ".join(
-                f"{self.topics[s]} ({'/'.join(MESSAGE_TYPES.get(s, ('nav_msgs', 'Odometry')))})"
+                f"{self.topics[s]} ({'/'.join(MESSAGE_TYPES.get(s, self._default_type(s)))})"
                 for s in missing
             )
             self.throttled.warning(

@@ -177,6 +177,10 @@ class RemoteStateView:
     def __init__(self, cfg: TaskCfg, frames: Sequence[str], joints: Sequence[str]) -> None:
         self.cfg = cfg
         self.num_envs = 1
+        # The host's arrays, as the simulator's host backends have them (terms compute with xp).
+        self.xp: Any = np
+        self.device: Any = None
+        self.float_dtype: Any = np.float64
         self.sim = RemoteSim(frames, joints)
         self.state = {k: np.zeros((1, *shape)) for k, shape in cfg.state.items()}
         self.step_count = np.zeros(1, dtype=np.int64)

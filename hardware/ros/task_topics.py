@@ -60,9 +60,10 @@ def task_topics(cfg: TaskCfg) -> TaskTopics:
 
 
 def deployable_tasks() -> list[TaskCfg]:
-    """The registered tasks of an embodiment ROS 2 deployment supports."""
+    """The registered tasks ROS 2 deployment supports: of an arm, drone or car, without cameras
+    (no image topic carries their observations yet)."""
     cfgs = [make_task_cfg(name) for name in task_names()]
-    return [c for c in cfgs if c.embodiment in COMMAND_TYPES]
+    return [c for c in cfgs if c.embodiment in COMMAND_TYPES and not c.cameras]
 
 
 def _code(items: Sequence[str]) -> str:

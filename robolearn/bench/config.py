@@ -15,8 +15,10 @@ from robolearn.options import check_output_dir, check_range, check_seed, check_t
 from robolearn.policy.runtime import Runtime
 from robolearn.rl.config import MAX_WORLDS
 
-SimPart = Literal["ant", "panda", "single", "render"]
-SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render")
+SimPart = Literal["ant", "panda", "single", "render", "gpu"]
+SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render", "gpu")
+DEFAULT_SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render")
+"""Every part but gpu, which needs CUDA (issue 14)."""
 LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym"]
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym")
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
@@ -41,9 +43,10 @@ class SimBenchCfg:
     """Wall-clock length of one timed run of one contender (s)."""
     rounds: int = 3
     """Timed runs of each contender, alternating with the other contenders of its part; the best counts."""
-    parts: tuple[SimPart, ...] = SIM_PARTS
+    parts: tuple[SimPart, ...] = DEFAULT_SIM_PARTS
     """Parts to run: ant (vs Gymnasium, EnvPool, raw MuJoCo), panda (vs raw MuJoCo), single (one world of
-    every task on mujoco and pybullet), render (camera frames/s and memory per backend and resolution)."""
+    every task on mujoco and pybullet), render (camera frames/s and memory per backend and resolution),
+    gpu (every mujoco_warp task at 1,024, 4,096 and 8,192 worlds vs raw MuJoCo Warp; CUDA only)."""
     nthread: int = 0
     """Threads of mujoco.batch, robolearn's and the raw one's (0: one per CPU); EnvPool gets as many."""
     seed: int = 0

@@ -521,8 +521,9 @@ def _gym_train_cfg(cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: 
     return TrainCfg(**(base | kw))
 
 
-def _sb3_gym(env_id: str, steps: int, seed: int, device: torch.device) -> tuple[Any, float] | str:
-    """SB3's SAC trained for ``steps`` on ``env_id`` and its ``learn`` wall-clock, or why it cannot run."""
+def _sb3_gym(env_id: str, steps: int, seed: int, device: torch.device) -> tuple[Any, float, float] | str:
+    """SB3's SAC trained for ``steps`` on ``env_id``, its ``learn`` wall-clock and CPU seconds, or why
+    it cannot run."""
     try:
         from stable_baselines3 import SAC as SB3SAC
     except ImportError as exc:
@@ -536,9 +537,9 @@ def _sb3_gym(env_id: str, steps: int, seed: int, device: torch.device) -> tuple[
         device=device,
         seed=seed,
     )
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(steps)
-    return model, time.perf_counter() - start
+    return model, time.perf_counter() - start, time.process_time() - cpu
 
 
 def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]) -> dict[str, Any]:
@@ -549,19 +550,26 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
         sac = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE)
         if cfg.e2e_variant is not None:
             sac = replace(sac, **VARIANTS[cfg.e2e_variant])
+        cpu = time.process_time()
         summary = train(_gym_train_cfg(cfg, WALKER, steps, cfg.seed, Path(out), sac=sac))
+        robolearn_cpu = time.process_time() - cpu  # setup and final evaluation included
     robolearn_s = summary["wall_minutes"] * 60
     say(f"throughput: SB3 SAC learn on {WALKER} for {steps:,} steps")
     sb3 = _sb3_gym(WALKER, steps, cfg.seed, device)
-    sb3_s = None if isinstance(sb3, str) else sb3[1]
+    sb3_s, sb3_cpu = (None, None) if isinstance(sb3, str) else sb3[1:]
     return {
         "train_walltime_vs_sb3": ratio(sb3_s, robolearn_s),
+        # Less sensitive to other jobs on a shared machine than the wall-clock, which runs one after the
+        # other; robolearn's includes its setup and final evaluation.
+        "train_cputime_vs_sb3": ratio(sb3_cpu, robolearn_cpu),
         "train_walltime": {
             "env": WALKER,
             "steps": steps,
             "robolearn_variant": cfg.e2e_variant or "default",
             "robolearn_seconds": robolearn_s,
             "sb3_seconds": sb3_s,
+            "robolearn_cpu_seconds": robolearn_cpu,
+            "sb3_cpu_seconds": sb3_cpu,
             "sb3_unavailable": sb3 if isinstance(sb3, str) else None,
             "note": "robolearn: the training loop of robolearn train (one world, learning from 1,000 steps, "
             "one evaluation episode at the end); SB3: SAC.learn with the same settings",

@@ -492,6 +492,12 @@ def run_sim_bench(
             part_rows, runs[label] = _time_part(label, contenders, missing, "mujoco", cfg, say)
             rows += part_rows
             summary["single"][task] = _figures(runs[label], missing)
+    if "gpu" in cfg.parts:
+        from robolearn.bench.gpu import gpu_sim_part
+
+        gpu_rows, gpu_summary = gpu_sim_part(cfg.seconds, cfg.seed, say)
+        rows += gpu_rows
+        summary |= gpu_summary
     if "render" in cfg.parts:
         render = render_rows(cfg.num_envs, cfg.seconds, cfg.seed, say)
         rows += render

@@ -35,15 +35,21 @@ import torch
 from robolearn.envs.autoreset import EpisodeStatistics, transition_next_obs
 from robolearn.envs.task_env import TaskEnv
 from robolearn.errors import ConfigError
-from robolearn.policy.encoders import ObservationEncoder, load_encoder_weights
+from robolearn.policy.encoders import ObservationEncoder, load_encoder_weights, save_encoder_weights
 from robolearn.policy.normalization import ActionScaler
+from robolearn.policy.pixel_export import export_pixel_policy
 from robolearn.policy.pixel_network import PixelPolicy
 from robolearn.rl.config import SACConfig
-from robolearn.rl.pixel_replay import FrameReplay, capacity_for_budget
+from robolearn.rl.pixel_replay import FrameReplay, capacity_for_budget, load_image_demos
 from robolearn.rl.replay import Batch
 from robolearn.rl.sac import SAC
+from robolearn.tasks import make_task_cfg, task_names
+from robolearn.tasks.core import TaskCfg
 
 log = logging.getLogger(__name__)
+
+ENCODER_FILE = "encoder.safetensors"
+"""The camera encoders' weights a run writes (:attr:`PixelTrainCfg.out`)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,19 @@ class PixelTrainCfg:
     encoder is then frozen. None: train the encoder from scratch with the critic."""
     encoder_lr: float = 3e-4
     """Learning rate of the camera encoders (trained through the critic)."""
+    demo_episodes: int = 0
+    """Successful scripted episodes collected before training, for a demonstration buffer that
+    fills half of every batch (RLPD's symmetric sampling, as in :mod:`robolearn.rl.replay`)."""
+    expert_task: str | None = None
+    """The state task whose scripted expert makes the demonstrations, acting on its own (privileged)
+    observation terms evaluated on the pixel task's worlds while the pixels are stored; None: the
+    task's name without ``_pixels``."""
+    demos: Path | None = None
+    """A recorded LeRobot dataset whose cameras (``observation.images.<camera>``, named as the task's
+    cameras) become demonstrations, beside or instead of scripted ones."""
+    out: Path | None = None
+    """Folder to write at the end: ``policy/`` (the exported pixel policy, TorchScript) and
+    ``encoder.safetensors`` (the camera encoders, reusable frozen as ``pretrained_encoder``)."""
     sac: SACConfig = field(default_factory=lambda: SACConfig(batch_size=128, init_temperature=0.1))
     """The SAC on features (DrQ's initial temperature 0.1)."""
 
@@ -88,6 +107,8 @@ class PixelTrainCfg:
             raise ConfigError(f"replay_budget_mb {self.replay_budget_mb} must be positive")
         if self.pretrained_encoder is not None and not Path(self.pretrained_encoder).is_file():
             raise ConfigError(f"pretrained encoder {self.pretrained_encoder}: no such file")
+        if self.demo_episodes < 0:
+            raise ConfigError(f"demo_episodes {self.demo_episodes} must not be negative")
 
 
 class DrQLearner:
@@ -137,7 +158,7 @@ class DrQLearner:
 
     def policy(self, action_low: npt.ArrayLike, action_high: npt.ArrayLike) -> PixelPolicy:
         """The acting policy: this encoder and actor (shared, not copied)."""
-        return PixelPolicy(self.encoder, self.sac.actor, action_low, action_high)
+        return PixelPolicy(self.encoder, self.sac.actor, action_low, action_high).to(self.device)
 
 
 @dataclass
@@ -172,9 +193,16 @@ def train_pixels(cfg: PixelTrainCfg) -> PixelRun:
     device = torch.device(cfg.device)
     env = make_pixel_env(cfg)
     try:
-        return _train(cfg, env, rng, device)
+        run = _train(cfg, env, rng, device)
     finally:
         env.close()
+    if cfg.out is not None:
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_encoder_weights(run.policy.encoder, out / ENCODER_FILE)
+        export_pixel_policy(run.policy, env.cfg, out / "policy", source=str(out), force=True)
+        log.info("wrote %s and %s", out / "policy", out / ENCODER_FILE)
+    return run
 
 
 def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: torch.device) -> PixelRun:
@@ -201,6 +229,7 @@ def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: t
         load_encoder_weights(encoder, Path(cfg.pretrained_encoder))
     learner = DrQLearner(encoder, action_dim, cfg.sac, device, cfg.encoder_lr)
     scaler = ActionScaler(env.cfg.action.low, env.cfg.action.high)
+    demos = _demonstrations(cfg, env, scaler, shapes)
     policy = learner.policy(scaler.low, scaler.high)
     stats = EpisodeStatistics(env.num_envs)
     metrics: list[dict[str, float]] = []
@@ -226,6 +255,113 @@ def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: t
                 data = np.concatenate(warm)
                 encoder.set_state_statistics(data.mean(axis=0), data.std(axis=0))
                 warm = []
-            batch = replay.sample(cfg.sac.batch_size * cfg.sac.utd_ratio, rng)
+            batch = _sample(replay, demos, cfg.sac.batch_size * cfg.sac.utd_ratio, cfg.sac.demo_fraction, rng)
             metrics.append(learner.update(batch))
     return PixelRun(policy, replay, metrics, successes, time.perf_counter() - started)
+
+
+def _sample(
+    online: FrameReplay, demos: FrameReplay | None, n: int, demo_fraction: float, rng: np.random.Generator
+) -> Batch:
+    """A batch with ``demo_fraction`` of it from the demonstrations (RLPD), the rest online."""
+    if demos is None or len(demos) == 0:
+        return online.sample(n, rng)
+    k = round(n * demo_fraction)
+    a, b = demos.sample(k, rng), online.sample(n - k, rng)
+    return Batch(
+        {key: np.concatenate([a.obs[key], b.obs[key]]) for key in a.obs},
+        np.concatenate([a.action, b.action]),
+        np.concatenate([a.reward, b.reward]),
+        {key: np.concatenate([a.next_obs[key], b.next_obs[key]]) for key in a.next_obs},
+        np.concatenate([a.terminated, b.terminated]),
+    )
+
+
+def _demonstrations(
+    cfg: PixelTrainCfg, env: TaskEnv, scaler: ActionScaler, shapes: dict[str, tuple[int, ...]]
+) -> FrameReplay | None:
+    """The demonstration buffer: scripted episodes, then a dataset's, or None without either."""
+    if cfg.demo_episodes == 0 and cfg.demos is None:
+        return None
+    capacity = capacity_for_budget(int(cfg.replay_budget_mb * 2**20), shapes, len(scaler.low))
+    if cfg.demos is not None:
+        cameras = {key: spec.camera for key, spec in env.image_specs.items()}
+        demos = load_image_demos(Path(cfg.demos), scaler, shapes, cameras, capacity)
+    else:
+        demos = FrameReplay(capacity, shapes, len(scaler.low))
+    if cfg.demo_episodes:
+        attempts = collect_pixel_demos(env, _expert_cfg(cfg, env), cfg.demo_episodes, scaler, demos, cfg.seed)
+        log.info("%d scripted pixel demonstrations in %d attempts", cfg.demo_episodes, attempts)
+    return demos
+
+
+def _expert_cfg(cfg: PixelTrainCfg, env: TaskEnv) -> TaskCfg:
+    name = cfg.expert_task or cfg.task.removesuffix("_pixels")
+    if name not in task_names():
+        raise ConfigError(
+            f"expert task {name!r} is not a task; set expert_task (tasks: {', '.join(task_names())})"
+        )
+    expert_cfg = make_task_cfg(name)
+    if expert_cfg.expert is None:
+        raise ConfigError(f"task {name} has no scripted expert to demonstrate {cfg.task}")
+    if tuple(expert_cfg.action.names) != tuple(env.cfg.action.names):
+        raise ConfigError(
+            f"task {name} acts with {list(expert_cfg.action.names)}, "
+            f"{cfg.task} with {list(env.cfg.action.names)}"
+        )
+    return expert_cfg
+
+
+def collect_pixel_demos(
+    env: TaskEnv,
+    expert_cfg: TaskCfg,
+    episodes: int,
+    scaler: ActionScaler,
+    into: FrameReplay,
+    seed: int,
+    max_env_steps: int = 200_000,
+) -> int:
+    """Add ``episodes`` successful expert episodes, with the pixel task's observations, to ``into``;
+    returns the attempts made.
+
+    The expert of a state task acts on that task's observation terms evaluated on the pixel task's
+    worlds (the same scene: privileged state the policy never sees, as a teacher in simulation);
+    the pixel observations are what is stored. Failed episodes are dropped, as SERL keeps only
+    successful demonstrations.
+    """
+    expert = expert_cfg.expert(expert_cfg)  # type: ignore[misc]
+    n = env.num_envs
+    pending: list[list[tuple[dict[str, Any], npt.NDArray[np.float32], float]]] = [[] for _ in range(n)]
+    stats = EpisodeStatistics(n)
+    obs, _ = env.reset(seed=seed)
+    kept = attempts = steps = 0
+    while kept < episodes:
+        if steps >= max_env_steps:
+            raise RuntimeError(
+                f"the scripted expert gave {kept} successful episodes of {attempts} in {steps} steps"
+            )
+        privileged = {
+            k: np.asarray(t.fn(env, **t.params)).reshape(n, -1).astype(np.float32)
+            for k, t in expert_cfg.observations.items()
+        }
+        action = expert(privileged)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        unit = scaler.to_unit(action)
+        for i in range(n):
+            pending[i].append(({k: v[i] for k, v in obs.items()}, unit[i], float(reward[i])))
+        ended = stats.step(reward, terminated, truncated, info)
+        for j, i in enumerate(ended.worlds.tolist()):
+            attempts += 1
+            if ended.successes is not None and ended.successes[j] and kept < episodes:
+                frames, actions, rewards = zip(*pending[i], strict=True)
+                into.add_episode(
+                    {k: np.stack([f[k] for f in frames]) for k in frames[0]},
+                    np.stack(actions),
+                    np.asarray(rewards, np.float32),
+                    terminal=bool(terminated[i]),
+                )
+                kept += 1
+            pending[i] = []
+        obs = next_obs
+        steps += n
+    return attempts

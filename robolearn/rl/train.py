@@ -151,7 +151,7 @@ def train(
             "--hil --device keyboard reads keys from the simulation window, which needs a display"
         )
     reward_fn = _reward_fn(cfg)
-    if cfg.demos:
+    if cfg.demos or cfg.offline:
         from robolearn.data.reader import read_dataset
 
         for root in (*cfg.demos, *cfg.offline):
@@ -336,8 +336,21 @@ def train(
 def _policy_factory(cfg: TrainCfg, layout: ObsLayout, scaler: ActionScaler) -> PolicyFactory:
     """How an actor turns published weights into its policy (obs, explore) -> physical actions."""
 
+    built: list[Any] = []  # the actor's one policy network, built from the first weights
+
     def make_actor_policy(weights: Weights) -> Callable[[Any, bool], Any]:
-        return policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden).act
+        # Newer weights are copied into the network built first: building a network for every
+        # publication (each env step with one world) took about 2 ms of a 25 ms Walker2d step.
+        if not built:
+            built.append(policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden))
+            return built[0].act
+        policy = built[0]
+        with torch.no_grad():
+            for k, v in policy.actor.state_dict().items():
+                v.copy_(torch.from_numpy(weights[f"actor.{k}"]))
+            policy.obs_mean.copy_(torch.from_numpy(weights["obs_mean"]))
+            policy.obs_std.copy_(torch.from_numpy(weights["obs_std"]))
+        return policy.act
 
     return make_actor_policy
 
