@@ -266,3 +266,51 @@ class SysidBenchCfg:
             raise ConfigError("episodes must be >= 1, seconds in (0, 60] and noise >= 0")
         if self.ros_episodes < 1 or self.ros_held_out < 1 or self.ros_max_iters < 1:
             raise ConfigError("ros-episodes, ros-held-out and ros-max-iters must be >= 1")
+
+
+@dataclass(frozen=True)
+class FinetuneBenchCfg:
+    """Fine-tuning a MuJoCo-trained SAC policy on a gapped robot over ROS 2 (issue 10): zero-shot,
+    fine-tuned (``--init-from``, WSRL, scripted interventions) and from scratch, for one robot budget."""
+
+    task: str = "panda_reach"
+    """Arm task trained in MuJoCo and fine-tuned on the PyBullet robot."""
+    pretrained: Path | None = None
+    """A ``robolearn train`` run folder of ``task`` trained in MuJoCo; None trains one here."""
+    pretrain_steps: int = 12_000
+    """Environment steps of the MuJoCo run made here."""
+    pretrain_demos: int = 10
+    """Scripted-expert episodes in the MuJoCo run's demonstration buffer (RLPD)."""
+    robot_minutes: float = 20.0
+    """Budget on the robot, per trained policy (fine-tuned and from scratch), in minutes of real time."""
+    warmup_steps: int = 500
+    """WSRL warm-up: robot steps collected with the frozen pretrained policy before updates start."""
+    intervene_every: int = 2
+    """Scripted person: takes over every k-th episode (in both robot runs)."""
+    episodes: int = 20
+    """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
+    obs_latency_ms: float = 40.0
+    """Gap: delay of the robot's observations (ms)."""
+    obs_noise: float = 1.0
+    """Gap: sensor noise as a multiple of the task's observation noise levels."""
+    gap_params: Path | None = None
+    """Gap: a parameter file in ``robolearn sysid``'s format (masses, gains, friction, delay) the robot
+    simulates; None: the engine (PyBullet), latency and noise only."""
+    seed: int = 0
+    """Seed of the runs and of the robot's resets."""
+    work_dir: Path | None = None
+    """Where runs, exported policies and node logs go (default: a temporary folder)."""
+
+    def check(self) -> None:
+        """Refuse options outside their ranges, naming the option, the value and the range."""
+        check_range("--pretrain-steps", self.pretrain_steps, 1)
+        check_range("--pretrain-demos", self.pretrain_demos, 0)
+        check_range("--robot-minutes", self.robot_minutes, 0, 24 * 60, low_open=True)
+        check_range("--warmup-steps", self.warmup_steps, 0)
+        check_range("--intervene-every", self.intervene_every, 1)
+        check_range("--episodes", self.episodes, 1)
+        check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
+        check_range("--obs-noise", self.obs_noise, 0, 100)
+        check_seed("--seed", self.seed)
+        if self.work_dir is not None:
+            check_output_dir("--work-dir", self.work_dir)

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +77,15 @@ def mujoco_success(policy: str, task: str, episodes: int, seed: int) -> float:
         env.close()
 
 
-def ros_pybullet_success(policy: str, task: str, cfg: TransferBenchCfg, folder: Path) -> dict[str, Any]:
-    """Deploy over ROS 2 to a PyBullet sim_robot_node; its summary (success counted by the robot)."""
+def ros_pybullet_success(
+    policy: str,
+    task: str,
+    cfg: TransferBenchCfg,
+    folder: Path,
+    robot_params: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """Deploy over ROS 2 to a PyBullet sim_robot_node; its summary (success counted by the robot).
+    ``robot_params`` adds to the robot's parameters (a gap: ``sim_params``)."""
     import json
 
     from robolearn.hardware.ros.harness import private_domain, start_node, stop_node
@@ -100,6 +107,7 @@ def ros_pybullet_success(policy: str, task: str, cfg: TransferBenchCfg, folder: 
                 "obs_noise": cfg.obs_noise,
                 "seed": cfg.seed,
                 "summary_path": str(summary_path),
+                **(robot_params or {}),
             },
             domain,
             log=slog,

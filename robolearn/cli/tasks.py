@@ -50,6 +50,10 @@ def _listing() -> list[dict[str, Any]]:
                     k: {"dim": int(np.prod(obs_space[k].shape or (1,))), "units": t.units}
                     for k, t in cfg.observations.items()
                 },
+                "images": {
+                    k: {"camera": spec.camera, "shape": list(spec.shape), "dtype": np.dtype(spec.dtype).name}
+                    for k, spec in env.image_specs.items()
+                },
                 "action": [
                     {"name": n, "units": u, "low": lo, "high": hi}
                     for n, u, lo, hi in zip(
@@ -83,5 +87,11 @@ def run_tasks(cmd: TasksCmd) -> None:
         print(f"    {t['description']}")
         obs = ", ".join(f"{k}[{v['dim']}] {v['units']}" for k, v in t["observation"].items())
         print(f"    observation: {obs}")
+        if t["images"]:
+            images = ", ".join(
+                f"{k} {'x'.join(str(d) for d in v['shape'])} {v['dtype']} ({v['camera']} camera)"
+                for k, v in t["images"].items()
+            )
+            print(f"    images:      {images}")
         act = ", ".join(f"{a['name']} [{a['low']:g}, {a['high']:g}] {a['units']}" for a in t["action"])
         print(f"    action:      {act}")

@@ -15,8 +15,51 @@ if TYPE_CHECKING:
 __all__ = ["TrainCfg", "run_train"]
 
 
+def _has_cameras(task: str) -> bool:
+    from robolearn.tasks import make_task_cfg, task_names
+
+    return task in task_names() and bool(make_task_cfg(task).cameras)
+
+
+def run_pixel_train(cmd: TrainCfg) -> None:
+    """A task with cameras trains with DrQ (:mod:`robolearn.rl.drq`): the options that apply carry over."""
+    from robolearn.rl.drq import PixelTrainCfg, train_pixels
+    from robolearn.rl.train import resolve_device
+
+    out = cmd.out / (cmd.name or f"{cmd.task}-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    print(f"train {cmd.task}: a task with cameras, trained from pixels with DrQ", file=sys.stderr)
+    run = train_pixels(
+        PixelTrainCfg(
+            task=cmd.task,
+            backend=cmd.backend,
+            num_envs=cmd.num_envs,
+            steps=cmd.steps,
+            seed=cmd.seed,
+            device=str(resolve_device(cmd.torch_device)),
+            learning_starts=max(cmd.learning_starts, cmd.num_envs),
+            demo_episodes=cmd.scripted_demos,
+            out=out,
+            sac=cmd.sac,
+        )
+    )
+    successes = run.episode_successes
+    summary = {
+        "task": cmd.task,
+        "env_steps": cmd.steps,
+        "episodes": len(successes),
+        "training_success_rate": sum(successes) / len(successes) if successes else None,
+        "wall_minutes": run.seconds / 60.0,
+        "run_dir": str(out),
+        "policy": str(out / "policy"),
+    }
+    print(json.dumps(summary))
+
+
 def run_train(cmd: TrainCfg) -> None:
     """Train with a live progress bar on stderr; print the summary (last line JSON)."""
+    if _has_cameras(cmd.task):
+        run_pixel_train(cmd)
+        return
     from tqdm import tqdm
 
     from robolearn.rl.train import train  # torch: only when training

@@ -354,16 +354,33 @@ class RayActors:
         # Named and detached: a learner restarted with --resume finds its actors still running
         # (get_if_exists), instead of starting a second set.
         name = f"{self.hub}/actor-{slot.index}"
-        slot.handle = cls.options(
+        options = cls.options(
             name=name,
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=reuse,
             max_concurrency=2,  # stop() is answered while run() steps
             resources={self.settings.actor_resource: 1} if self.settings.actor_resource else None,
-        ).remote(
-            self.factory, self.hub, self.settings, f"actor-{slot.index}", self._seed(slot), self.max_env_steps
         )
+        args = (
+            self.factory,
+            self.hub,
+            self.settings,
+            f"actor-{slot.index}",
+            self._seed(slot),
+            self.max_env_steps,
+        )
+        deadline = time.monotonic() + self.settings.call_timeout
+        while True:
+            try:
+                slot.handle = options.remote(*args)
+                break
+            except ValueError:  # the dead actor's name is not released yet
+                if time.monotonic() > deadline:
+                    raise RayError(
+                        f"cannot restart actor {slot.index}: its name {name} stays taken"
+                    ) from None
+                time.sleep(0.2)
         slot.run_ref = slot.handle.run.remote()
 
     def supervise(self) -> list[int]:

@@ -255,10 +255,15 @@ def train(
     next_ckpt = (state.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
     stop = threading.Event()
     thread = None
+    if interventions is not None:
+        interventions.connect()  # before an actor thread reads the devices
+    actor_failed: list[BaseException] = []
     # On a robot the actor keeps the control period in its own thread while the learner trains.
     if (cfg.threaded or cfg.robot == "ros") and actor is not None:
         thread = threading.Thread(
-            target=actor.run, args=(stop, cfg.total_steps - state.env_steps), daemon=True
+            target=_run_actor,
+            args=(actor, stop, cfg.total_steps - state.env_steps, actor_failed),
+            daemon=True,
         )
         thread.start()
     logged_at = state.updates
@@ -266,12 +271,12 @@ def train(
     wsrl = pretrained and cfg.online_mode == "wsrl"
     learning_starts = cfg.offline_cfg.warmup_steps if wsrl else cfg.learning_starts
     metrics: dict[str, float] = {}
-    if interventions is not None:
-        interventions.connect()
     try:
         while state.env_steps < cfg.total_steps and not _succeeded(cfg, state):
             if actor is not None and actor.quit_requested:
                 break
+            if actor_failed:  # the actor's thread ended on an error: the learner would wait forever
+                raise actor_failed[0]
             if actor is not None and thread is None:
                 actor.step()
             if remote is not None:
@@ -331,6 +336,14 @@ def train(
     _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
+
+
+def _run_actor(actor: ActorRole, stop: threading.Event, steps: int, failed: list[BaseException]) -> None:
+    """The actor thread's body: an error it ends on is handed to the learner's loop to raise."""
+    try:
+        actor.run(stop, steps)
+    except BaseException as exc:
+        failed.append(exc)
 
 
 def _policy_factory(cfg: TrainCfg, layout: ObsLayout, scaler: ActionScaler) -> PolicyFactory:
