@@ -150,7 +150,7 @@ def run_finetune_bench(
         pretrained, sim_success = _pretrained(cfg, folder)
         progress(f"zero-shot: {cfg.episodes} episodes on the gapped robot")
         zero_shot = _robot_success(pretrained, "zero-shot", cfg, folder)
-        rows = [_row("zero-shot", zero_shot, 0.0, 0.0, None)]
+        rows = [_row("zero-shot", zero_shot, 0, 0.0, None)]
         results: dict[str, dict[str, Any]] = {}
         for name, init in (("finetuned", pretrained), ("scratch", None)):
             progress(f"{name}: {cfg.robot_minutes:g} robot minutes of training over ROS 2")
