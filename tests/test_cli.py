@@ -43,7 +43,7 @@ def test_tasks_lists_spaces_with_units_rates_and_backends() -> None:
     assert pick["embodiment"] == "arm" and pick["control_hz"] == 50
     assert pick["observation"]["cube_pos"] == {"dim": 3, "units": "m"}
     assert [a["name"] for a in pick["action"]] == ["ee_dx", "ee_dy", "ee_dz", "gripper_opening"]
-    assert set(pick["backends"]) == {"mujoco", "mujoco_batch", "pybullet"}
+    assert set(pick["backends"]) == {"mujoco", "mujoco_batch", "mujoco_warp", "pybullet"}
     table = run("tasks")
     assert "panda_pick_cube  [arm]" in table.stdout and "cube_pos[3] m" in table.stdout
 

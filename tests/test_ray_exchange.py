@@ -3,6 +3,7 @@ mid-run; the hub's back-pressure; a head that is not there, and Ray not installe
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import subprocess
 import sys
@@ -20,7 +21,9 @@ from robolearn.rl.config import SACConfig, TrainCfg
 from robolearn.rl.ray_exchange import NAMESPACE, ExchangeHub, RayError, RaySettings, connect, import_ray
 from robolearn.rl.replay import Batch
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="the ray extra is not installed"
+)
 
 
 def _transitions(n: int) -> Transitions:
@@ -57,6 +60,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@needs_ray
 def test_an_unreachable_head_is_a_one_line_error_not_a_hang(tmp_path: Path) -> None:
     port = _free_port()
     started = time.monotonic()
@@ -85,6 +89,7 @@ def test_an_unreachable_head_is_a_one_line_error_not_a_hang(tmp_path: Path) -> N
     assert time.monotonic() - started < 100
 
 
+@needs_ray
 def test_a_malformed_address_is_refused() -> None:
     with pytest.raises(RayError, match="host:port"):
         connect(RaySettings(address="nohostport"))
@@ -98,6 +103,7 @@ def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
     # A small cluster on this machine: two CPUs' worth of scheduling, a small object store.
     ray.init(
         num_cpus=2,
@@ -133,6 +139,7 @@ def test_two_actor_processes_feed_the_learner_survive_a_kill_and_a_lost_exchange
         actors=2,
         ray_timeout=60.0,
     )
+    ray = local_cluster
     killed: list[int] = []
     hub_lost: list[bool] = []
 

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -199,7 +198,3 @@ def test_the_cli_refuses_robot_options_that_cannot_work() -> None:
         timeout=120,
     )
     assert out.returncode == 2 and "--num-envs must be 1" in out.stderr, out.stderr
-
-
-def _unused(x: Any) -> None:  # pragma: no cover
-    del x

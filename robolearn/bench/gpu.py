@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from robolearn.errors import RobolearnError
 from robolearn.tasks import make_task_cfg, task_names
@@ -67,8 +67,9 @@ def _task_rates(task: str, num_worlds: int, seconds: float, seed: int) -> tuple[
     def env_step() -> None:
         result = worlds.advance(actions)
         worlds.observe()
-        ended = torch.nonzero(result.terminated | result.truncated).squeeze(1)
-        worlds.reset_worlds(ended)
+        # On this backend the results are device tensors, typed as the host's arrays.
+        done = cast(torch.Tensor, result.terminated | result.truncated)
+        worlds.reset_worlds(cast(Any, torch.nonzero(done).squeeze(1)))
 
     sync = torch.cuda.synchronize
     env = _rate(env_step, seconds, sync) * num_worlds

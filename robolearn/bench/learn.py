@@ -591,7 +591,7 @@ def _mixed_dataset(cfg: LearnBenchCfg, root: Path, say: Callable[[str], None]) -
     out = root / "pick_cube_mixed"
     n = cfg.offline_episodes
     expert, partial = max(1, n // 2), max(1, n // 4)
-    parts = [
+    parts: list[dict[str, Any]] = [
         {"episodes": expert},
         {"episodes": partial, "policy": "random", "intervene_steps": (0, 30)},
         {"episodes": max(1, n - expert - partial), "policy": "random", "intervene_prob": 0.0},
@@ -721,7 +721,7 @@ def _gym(
                 sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device)
                 if not isinstance(sb3, str):
                     mean, _ = evaluate_policy(sb3[0], gym.make(env_id), n_eval_episodes=10)
-                    theirs.append(float(mean))
+                    theirs.append(float(np.mean(mean)))
             key = env_id.split("-")[0].lower()
             ours_iqm, sb3_iqm = iqm(ours), iqm(theirs) if theirs else None
             suffix = "_100k" if cfg.gym_steps == 100_000 else f"_{cfg.gym_steps}"

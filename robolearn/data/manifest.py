@@ -54,8 +54,8 @@ def verify_manifest(
 
     ``what`` names the folder's kind in messages (``checkpoint``)."""
     path = inside(folder, name, error)
-    what = "a manifest: an object of file name to {sha256, bytes}"
-    manifest = json_object(read_json(path, what, error), path)
+    expected = "a manifest: an object of file name to {sha256, bytes}"
+    manifest = json_object(read_json(path, expected, error), path)
     missing = [r for r in required if r not in manifest]
     if missing:
         raise error(

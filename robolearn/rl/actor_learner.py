@@ -326,13 +326,13 @@ class LearnerRole:
     def _normalize(self, x: torch.Tensor) -> torch.Tensor:
         """The running normalizer applied on the device; its statistics are copied there when they change."""
         norm = self.obs_norm
-        stale = self._norm_stats is None or self._norm_stats[0].device != x.device
-        if stale or self._norm_count != norm.count:
+        stats = self._norm_stats
+        if stats is None or stats[0].device != x.device or self._norm_count != norm.count:
             self._norm_count = norm.count
             mean = torch.as_tensor(norm.mean, dtype=torch.float32, device=x.device)
             std = torch.as_tensor(norm.std, dtype=torch.float32, device=x.device)
-            self._norm_stats = (mean, std.reciprocal())
-        mean, inv_std = self._norm_stats
+            stats = self._norm_stats = (mean, std.reciprocal())
+        mean, inv_std = stats
         return ((x - mean) * inv_std).clamp_(-norm.clip, norm.clip)
 
     def update(self) -> dict[str, float]:

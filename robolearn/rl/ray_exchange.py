@@ -223,10 +223,16 @@ class RayExchange:
     def flush(self) -> None:
         """Send what the actor holds, waiting (polling ``stop_requested``) while the hub is full."""
         delay = 0.01
-        started = time.monotonic()
+        started = reported = time.monotonic()
         while self._outbox and not self._call("offer", self.sender, self._outbox):
             if self.stop_requested():
                 break
+            if time.monotonic() - reported > self.settings.call_timeout:
+                # A learner that takes nothing (gone, to come back with --resume): wait, and say so.
+                reported = time.monotonic()
+                log.warning(
+                    "%s: the learner has taken nothing for %.0f s; waiting", self.sender, reported - started
+                )
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
         if delay > 0.01:  # it had to wait

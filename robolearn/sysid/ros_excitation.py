@@ -83,6 +83,7 @@ class _CommandedView:
 
     def __init__(self, cfg: TaskCfg, remote: RemoteStateView) -> None:
         self.cfg, self.num_envs, self.sim = cfg, 1, remote.sim
+        self.xp, self.device, self.float_dtype = remote.xp, remote.device, remote.float_dtype
         self.state = {k: np.zeros((1, *shape)) for k, shape in cfg.state.items()}
         self.step_count = np.zeros(1, dtype=np.int64)
 
