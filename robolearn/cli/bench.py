@@ -11,6 +11,7 @@ import tyro
 
 from robolearn.bench.config import (
     DeployBenchCfg,
+    FinetuneBenchCfg,
     LearnBenchCfg,
     SimBenchCfg,
     SysidBenchCfg,
@@ -28,6 +29,7 @@ class BenchCmd:
         | Annotated[DeployBenchCfg, tyro.conf.subcommand("deploy")]
         | Annotated[TransferBenchCfg, tyro.conf.subcommand("transfer")]
         | Annotated[SysidBenchCfg, tyro.conf.subcommand("sysid")]
+        | Annotated[FinetuneBenchCfg, tyro.conf.subcommand("finetune")]
     ]
 
     def check(self) -> None:
@@ -58,6 +60,11 @@ def run_bench(cmd: BenchCmd) -> None:
 
         rows, summary = run_deploy_bench(what, progress=_say)
         print(format_deploy_table(rows))
+    elif isinstance(what, FinetuneBenchCfg):
+        from robolearn.bench.finetune import format_finetune_table, run_finetune_bench
+
+        rows, summary = run_finetune_bench(what, progress=_say)
+        print(format_finetune_table(rows))
     elif isinstance(what, SysidBenchCfg):
         from robolearn.bench.sysid import format_sysid_table, run_sysid_bench
 
