@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,11 +61,20 @@ def export_policy(run_dir: Path, out: Path, *, onnx: bool = False, force: bool =
         )
     if onnx:
         _require("onnx", "--onnx")
+    return write_policy_folder(out, lambda folder: _write(policy, meta, folder, onnx))
+
+
+def write_policy_folder(out: Path, write: Callable[[Path], None]) -> Path:
+    """Run ``write`` on a folder beside ``out`` and rename it into place; returns ``out``.
+
+    A crash or a failed check leaves no half policy: the temporary folder is removed and ``out``
+    keeps what it had.
+    """
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        _write(policy, meta, tmp, onnx)
+        write(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import warnings
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import torch
 from torch import nn
 
 from robolearn.data.manifest import file_sha256
+from robolearn.policy.export import write_policy_folder
 from robolearn.policy.meta import (
     META_FILE,
     ONNX_FILE,
@@ -83,18 +82,7 @@ def export_pixel_policy(
     if out.exists() and not force:
         raise ExportError(f"{out} exists; choose another --out or pass --force to replace it")
     meta = pixel_meta(policy, task_cfg, source or f"pixels:{task_cfg.name}")
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        _write(policy, meta, tmp, onnx)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
-    return out
+    return write_policy_folder(out, lambda folder: _write(policy, meta, folder, onnx))
 
 
 def _write(policy: PixelPolicy, meta: PolicyMeta, folder: Path, onnx: bool) -> None:
