@@ -52,6 +52,7 @@ from robolearn.hardware.safety_config import (
     SafetyConfigError,
     box_corners,
 )
+from robolearn.sim import host_xp as xp
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.transforms import quat_to_mat
 from robolearn.tasks.core import TaskCfg
@@ -218,17 +219,17 @@ class SafetyLayer:
             self._count(reason, f" ({untrusted} not finite or out of range)" if reason == "state" else "")
             elapsed = now - self._stop_since
             stop = self._rules.safe_stop(trusted, elapsed, stale or trusted is None, self._last)
-            if not np.isfinite(stop).all():  # a config at the edge of floats: the blind stop is finite
+            if not xp.all(np.isfinite(stop)):  # a config at the edge of floats: the blind stop is finite
                 stop = self._rules.safe_stop(None, elapsed, True, self._last)
-            return self._send(np.clip(stop, self.low, self.high), trusted, now)
+            return self._send(xp.clip(stop, self.low, self.high), trusted, now)
         assert trusted is not None  # an untrusted state is a stop reason
         self._stop_reason = None
 
-        if not np.isfinite(act).all():
+        if not xp.all(np.isfinite(act)):
             self._count("nonfinite")
             act = self._rules.safe_stop(trusted, 0.0, False, self._last)
-        out = np.clip(act, self.low, self.high)
-        if not np.array_equal(out, act):
+        out = xp.clip(act, self.low, self.high)
+        if not xp.array_equal(out, act):
             self._count("clip")
         if self._last is None:
             window = (np.full_like(out, -np.inf), np.full_like(out, np.inf))
@@ -236,10 +237,10 @@ class SafetyLayer:
             step = self.max_rate * min(max(now - self._last_time, 0.0), self.task_cfg.control_dt)
             window = (self._last - step, self._last + step)
         out = self._rules.limit(out, trusted, window)
-        if not np.isfinite(out).all():  # not for a trusted state; kept so nothing non-finite goes out
+        if not xp.all(np.isfinite(out)):  # not for a trusted state; kept so nothing non-finite goes out
             self._count("nonfinite")
-            blind = np.clip(self._rules.safe_stop(None, 0.0, True, self._last), self.low, self.high)
-            out = np.clip(blind, *window) if self._last is not None else blind
+            blind = xp.clip(self._rules.safe_stop(None, 0.0, True, self._last), self.low, self.high)
+            out = xp.clip(blind, *window) if self._last is not None else blind
         return self._send(out, trusted, now)
 
     # -- internals shared by the rules
@@ -267,8 +268,8 @@ class SafetyLayer:
         return out.copy()
 
     def _rate_limit(self, act: FloatArray, window: tuple[FloatArray, FloatArray]) -> FloatArray:
-        out = np.clip(act, *window)
-        if not np.array_equal(out, act):
+        out = xp.clip(act, *window)
+        if not xp.array_equal(out, act):
             self._count("rate")
         return out
 
@@ -282,8 +283,9 @@ class SafetyLayer:
             log.warning("safety: %s intervention%s (%d so far)", kind, detail, self.counts[kind])
 
 
-_TRUST_FIELDS: dict[type, tuple[tuple[str, tuple[int, ...], bool], ...]] = {}
-"""Per state type: each field checked by :func:`_untrusted_field`, its shape, whether a quaternion."""
+_TRUST_FIELDS: dict[tuple[type, int], tuple[tuple[str, tuple[int, ...], bool], ...]] = {}
+"""Per state type and arm joint count: each field checked by :func:`_untrusted_field`, its shape,
+whether a quaternion."""
 
 
 def _untrusted_field(state: RobotState, joints: int) -> str | None:
@@ -293,22 +295,21 @@ def _untrusted_field(state: RobotState, joints: int) -> str | None:
 
     The stamp is the watchdog's business (:meth:`SafetyLayer.observed`), not checked here.
     """
-    checks = _TRUST_FIELDS.get(type(state))
+    checks = _TRUST_FIELDS.get((type(state), joints))
     if checks is None:
-        checks = tuple(
-            (f.name, state.SHAPES.get(f.name, ()), f.name.endswith("quat"))
-            for f in fields(state)
-            if f.name != "stamp"
-        )
-        _TRUST_FIELDS[type(state)] = checks
-    for name, generic, is_quat in checks:
-        shape = tuple(joints if n == -1 else n for n in generic)
+        def dims(name: str) -> tuple[int, ...]:  # -1 in SHAPES: the arm's number of joints
+            return tuple(joints if n == -1 else n for n in state.SHAPES.get(name, ()))
+
+        names = [f.name for f in fields(state) if f.name != "stamp"]
+        checks = tuple((name, dims(name), name.endswith("quat")) for name in names)
+        _TRUST_FIELDS[(type(state), joints)] = checks
+    for name, shape, is_quat in checks:
         try:
             value = np.asarray(getattr(state, name), dtype=np.float64)
         except (TypeError, ValueError):
             return name
         # Written so that NaN fails it: NaN compares false.
-        if value.shape != shape or not np.all(np.abs(value) <= MAX_STATE_MAGNITUDE):
+        if value.shape != shape or not xp.all(np.abs(value) <= MAX_STATE_MAGNITUDE):
             return name
         if is_quat and not abs(float(np.linalg.norm(value)) - 1.0) <= QUAT_NORM_TOLERANCE:
             return name
@@ -329,7 +330,7 @@ class _Rules:
 
     def outside_geofence(self, state: Any) -> bool:
         return self.fence is not None and bool(
-            np.any((state.pos < self.fence[0]) | (state.pos > self.fence[1]))
+            xp.any((state.pos < self.fence[0]) | (state.pos > self.fence[1]))
         )
 
     def safe_stop(
@@ -383,7 +384,7 @@ class _ArmRules(_Rules):
         # arm's protective stop.
         if self.joint_low is None or self.joint_high is None:
             return False
-        return bool(np.any((state.joint_pos < self.joint_low) | (state.joint_pos > self.joint_high)))
+        return bool(xp.any((state.joint_pos < self.joint_low) | (state.joint_pos > self.joint_high)))
 
     def safe_stop(
         self, state: ArmState | None, elapsed: float, stale: bool, last: FloatArray | None
@@ -404,7 +405,7 @@ class _ArmRules(_Rules):
         low, high = layer.low[:3], layer.high[:3]
         # Hard: the target stays in the box; one outside it (an arm started there) comes back at full step.
         hard_low, hard_high = np.maximum(low, self.box_low - target), np.minimum(high, self.box_high - target)
-        back = np.clip(np.clip(target, self.box_low, self.box_high) - target, low, high)
+        back = xp.clip(xp.clip(target, self.box_low, self.box_high) - target, low, high)
         outside = hard_low > hard_high
         hard_low, hard_high = np.where(outside, back, hard_low), np.where(outside, back, hard_high)
         # Soft, in priority order: the rate window, then slowing down toward the faces, planned with
@@ -421,11 +422,11 @@ class _ArmRules(_Rules):
             near = np.where(lo > box_high, box_high, box_low)
             box_low = np.where(keep, np.maximum(box_low, lo), near)
             box_high = np.where(keep, np.minimum(box_high, hi), near)
-        out = np.clip(d, box_low, box_high)
+        out = xp.clip(d, box_low, box_high)
         if np.linalg.norm(out) > self.max_step:
             # The point of the box nearest to zero is the slowest allowed; go from it toward the
             # request as far as the speed limit lets (it stays in the box: the box is convex).
-            slowest = np.clip(0.0, box_low, box_high)
+            slowest = xp.clip(0.0, box_low, box_high)
             out = slowest + _reach(slowest, out - slowest, self.max_step) * (out - slowest)
             speed = float(np.linalg.norm(out))
             if speed > self.max_step:
@@ -434,9 +435,9 @@ class _ArmRules(_Rules):
                 # along the same direction, more slowly.
                 out = out * (self.max_step / speed)
             layer._count("velocity")
-        if np.any((d < np.maximum(hard_low, slow_low)) | (d > np.minimum(hard_high, slow_high))):
+        if xp.any((d < np.maximum(hard_low, slow_low)) | (d > np.minimum(hard_high, slow_high))):
             layer._count("workspace")
-        if np.any((d < window[0][:3]) | (d > window[1][:3])):
+        if xp.any((d < window[0][:3]) | (d > window[1][:3])):
             layer._count("rate")
         gripper = layer._rate_limit(act[3:], (window[0][3:], window[1][3:]))
         return np.concatenate([out, gripper])
@@ -446,7 +447,7 @@ class _ArmRules(_Rules):
             return
         # As the task's controller: the target moves by the displacement, within reach of the tool.
         lead = self.lim.target_lead
-        self.target = np.clip(self._target(state) + out[:3], state.ee_pos - lead, state.ee_pos + lead)
+        self.target = xp.clip(self._target(state) + out[:3], state.ee_pos - lead, state.ee_pos + lead)
 
     def reset(self) -> None:
         self.target = None
@@ -488,13 +489,13 @@ class _DroneRules(_Rules):
             return np.zeros(4)
         # Level out and stop (attitude from the braking force, rates from the attitude error), then
         # descend at the landing speed, reached over a second.
-        sink = lim.land_speed * float(np.clip(descending, 0.0, 1.0))
+        sink = lim.land_speed * float(xp.clip(descending, 0.0, 1.0))
         return self.controller.velocity(state, np.array([0.0, 0.0, -sink]))
 
     def limit(self, act: FloatArray, state: DroneState, window: tuple[FloatArray, FloatArray]) -> FloatArray:
         if np.linalg.norm(state.linvel) > self.lim.max_speed:
             self.layer._count("velocity")
-            act = np.clip(self.controller.velocity(state, np.zeros(3)), self.layer.low, self.layer.high)
+            act = xp.clip(self.controller.velocity(state, np.zeros(3)), self.layer.low, self.layer.high)
         return self.layer._rate_limit(act, window)
 
 
@@ -529,5 +530,5 @@ class _CarRules(_Rules):
         )
         if not -behind <= act[0] <= ahead:
             self.layer._count("velocity")
-            act = np.array([np.clip(act[0], -behind, ahead), act[1]])
+            act = np.array([xp.clip(act[0], -behind, ahead), act[1]])
         return self.layer._rate_limit(act, window)

@@ -59,6 +59,8 @@ def _log_mujoco_warning(message: str) -> None:
 
 mujoco.set_mju_user_warning(_log_mujoco_warning)
 
+_all, _isfinite = np.logical_and.reduce, np.isfinite
+
 _FREE_CAMERA = mujoco.MjvCamera()
 """The camera ``update_scene`` is given for task cameras; :func:`_aim` then replaces its pose."""
 
@@ -319,6 +321,7 @@ class MujocoBackend(_MujocoBase):
             raise SimError(f"backend 'mujoco' simulates one world; use 'mujoco_batch' for {num_worlds}")
         self.data = mujoco.MjData(self.model)
         self._qpos_qvel = np.empty(mujoco.mj_stateSize(self.model, _QPOS_QVEL))
+        self._finite_flags = np.empty(len(self._qpos_qvel), dtype=bool)
 
     def _bind(self, field: str) -> npt.NDArray[Any]:
         value = getattr(self.data, field)
@@ -347,7 +350,8 @@ class MujocoBackend(_MujocoBase):
         # qpos and qvel copied side by side (mj_getState), so that one check covers both, as the
         # batched backend's state rows do: two numpy calls instead of four, twice a step.
         mujoco.mj_getState(self.model, self.data, self._qpos_qvel, _QPOS_QVEL)
-        return bool(np.isfinite(self._qpos_qvel).all())
+        # The ufunc reductions themselves: ndarray.all() is a Python wrapper around them (issue 18).
+        return bool(_all(_isfinite(self._qpos_qvel, out=self._finite_flags)))
 
     def step(self, ctrl: FloatArray, substeps: int) -> None:
         model, data = self.model, self.data

@@ -20,7 +20,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from robolearn.sim.backend import SimError
+from robolearn.sim.backend import CameraView, SimError, view_axes
 from robolearn.sim.scene import (
     CartesianImpedanceCfg,
     IdentifiedDynamics,
@@ -269,11 +269,50 @@ def build_spec(scene: SceneCfg) -> mujoco.MjSpec:
         acc = mujoco.mjtStage.mjSTAGE_ACC
         spec.add_sensor(name="body_wrenches", type=mujoco.mjtSensor.mjSENS_USER, needstage=acc, dim=1)
     _add_actuators(spec, scene)
+    _add_cameras(spec, scene)
     if robot.identified is not None:
         apply_identified(spec, robot.identified, body_names)
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 960
     return spec
+
+
+TASK_CAMERA_PREFIX = "task_"
+"""Model cameras made from a task's cameras are named ``task_<name>``."""
+
+
+def _add_cameras(spec: mujoco.MjSpec, scene: SceneCfg) -> None:
+    """The task's cameras as MuJoCo cameras on the bodies their frames belong to (a camera looks
+    along its -z axis with +y up in the image, hence the axes below)."""
+    robot = scene.robot
+    identity = ((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))
+    mounts = {f.name: (f.link, (f.pos, f.quat)) for f in robot.frames}
+    mounts |= {obj.name: (obj.name, identity) for obj in scene.objects}
+    if not robot.fixed_base:
+        root = spec.worldbody.first_body()
+        mounts[robot.name] = (root.name, identity)
+    for name, cam in scene.cameras:
+        view = CameraView(cam.pos, cam.target, cam.up, cam.fovy, cam.width, cam.height, cam.depth)
+        eye, forward, up = view_axes(view)
+        axes = np.column_stack([np.cross(forward, up), up, -forward])
+        body, (pos, quat) = spec.worldbody, identity
+        if cam.frame is not None:
+            if cam.frame not in mounts:
+                known = sorted(mounts)
+                raise SimError(f"camera {name!r} is on an unknown frame {cam.frame!r}; frames: {known}")
+            link, (pos, quat) = mounts[cam.frame]
+            body = spec.body(link)
+        mount = np.empty(9)
+        mujoco.mju_quat2Mat(mount, np.asarray(quat, dtype=np.float64))
+        rot = mount.reshape(3, 3) @ axes
+        cam_quat = np.empty(4)
+        mujoco.mju_mat2Quat(cam_quat, rot.ravel())
+        body.add_camera(
+            name=TASK_CAMERA_PREFIX + name,
+            pos=list(np.asarray(pos) + mount.reshape(3, 3) @ eye),
+            quat=list(cam_quat),
+            fovy=cam.fovy,
+        )
 
 
 def build_model(scene: SceneCfg) -> tuple[mujoco.MjModel, ModelIndex]:

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from robolearn.sim.backend import PhysicsParams, SimError
 from robolearn.sim.mujoco_backend import _RANDOMIZED, _MujocoBase
+from robolearn.sim.scene import CameraSensorCfg
 
 try:
     import array_api_compat.torch as xp_torch
@@ -79,6 +80,7 @@ class MujocoWarpBackend(_MujocoBase):
             with wp.ScopedDevice(self.wp_device):
                 self.m = mjw.put_model(self.model, batch_sizes=dict.fromkeys(_PER_WORLD, num_worlds))
                 self.d = mjw.make_data(self.model, nworld=num_worlds)
+                self._no_free_body_shortcut_for_site_actuators()
         except NotImplementedError as exc:  # a model feature MuJoCo Warp lacks (user sensors, ...)
             robot = scene.robot.name
             raise SimError(f"MuJoCo Warp cannot simulate the scene of robot {robot}: {exc}") from exc
@@ -97,6 +99,25 @@ class MujocoWarpBackend(_MujocoBase):
         self._graphs: dict[int, Any] = {}
         """CUDA graphs of a control step by substep count: one launch instead of hundreds of kernels."""
         self._render_data: mujoco.MjData | None = None
+        self._cameras: Any = None
+        """The task cameras' renderer on the device, made at the first image asked for."""
+
+    def _no_free_body_shortcut_for_site_actuators(self) -> None:
+        """Integrate a free body driven through a site (the drone's rate loop) as MuJoCo does.
+
+        MuJoCo Warp's implicit integrators solve a lone free body (six degrees of freedom in its own
+        tree) with a shortcut whose damping counts joint-transmission actuators only: the rate loop's
+        velocity actuators, site transmissions, were integrated explicitly there, 8% weaker per
+        2 ms step than MuJoCo's implicitfast at the Crazyflie's gain (measured in MuJoCo Warp 4.0).
+        Such bodies take the general path instead, which includes every actuator's derivative.
+        """
+        model = self.model
+        sites = model.actuator_trnid[model.actuator_trntype == mujoco.mjtTrn.mjTRN_SITE, 0]
+        driven = set(model.body_rootid[model.site_bodyid[sites]].tolist())
+        free = self.m.body_freeadr.numpy()
+        keep = np.array([b for b in free.tolist() if b not in driven], dtype=np.int32)
+        if len(keep) < len(free):
+            self.m.body_freeadr = wp.array(keep, dtype=wp.int32, device=self.wp_device)
 
     def _tensor(self, value: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """A tensor on the device: a no-op for a tensor already there."""
@@ -188,7 +209,21 @@ class MujocoWarpBackend(_MujocoBase):
     def forward(self, ids: Any) -> None:
         # Every world: recomputing the others' stages at their unchanged state changes nothing.
         with wp.ScopedDevice(self.wp_device):
-            mjw.forward(self.m, self.d)
+            self._forward()
+
+    def _forward(self) -> None:
+        """All stages at the current state; with an acceleration-stage sensor, also ``cfrc_ext``.
+
+        MuJoCo's C engine runs ``mj_rnePostConstraint`` for any acceleration-stage sensor, the user
+        sensor of :attr:`~robolearn.sim.scene.MjcfAsset.body_wrenches` included; MuJoCo Warp only for
+        its built-in ones (accelerometer, force, ...), unless ``opt.run_rne_postconstraint`` asks.
+        Asked here only, not in the substeps (and their Runge-Kutta stages), where nothing reads it.
+        """
+        wrenches = self._stage == mujoco.mjtStage.mjSTAGE_ACC
+        self.m.opt.run_rne_postconstraint = wrenches
+        mjw.forward(self.m, self.d)
+        if wrenches:
+            self.m.opt.run_rne_postconstraint = False
 
     def _finite(self) -> Any:
         return torch.isfinite(self._qpos).all(dim=1) & torch.isfinite(self._qvel).all(dim=1)
@@ -199,7 +234,7 @@ class MujocoWarpBackend(_MujocoBase):
         for _ in range(substeps):
             mjw.step(self.m, self.d)
         if self._stage == mujoco.mjtStage.mjSTAGE_ACC:
-            mjw.forward(self.m, self.d)
+            self._forward()
         else:
             mjw.step1(self.m, self.d)
 
@@ -224,6 +259,16 @@ class MujocoWarpBackend(_MujocoBase):
     def unstable_worlds(self) -> Any:
         return self._unstable_t
 
+    # -- cameras on the device ----------------------------------------------------------------
+    def render_cameras(self, cameras: Sequence[tuple[str, CameraSensorCfg]]) -> dict[str, torch.Tensor]:
+        """Every camera's images of every world, traced and kept on the device
+        (:mod:`robolearn.sim.warp_render`; the cameras must be the scene's)."""
+        if self._cameras is None:
+            from robolearn.sim.warp_render import WarpCameras
+
+            self._cameras = WarpCameras(self.model, self.num_worlds, cameras, self.wp_device)
+        return cast(dict[str, torch.Tensor], self._cameras.render(self.m, self.d))
+
     # -- host copies, for rendering and inspection -----------------------------------------
     def _world_model_data(self, world: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
         if self._render_data is None:
@@ -237,4 +282,3 @@ class MujocoWarpBackend(_MujocoBase):
     def host(self, value: Any) -> npt.NDArray[Any]:
         """A numpy copy of a tensor this backend returned (for the Gymnasium boundary, tests, logs)."""
         return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-

@@ -229,6 +229,10 @@ class CameraCfg:
     """Follow this frame's position instead of a fixed point."""
 
 
+RGB, DEPTH = "_rgb", "_depth"
+"""Suffixes of a camera's observation keys: ``<name>_rgb`` and ``<name>_depth``."""
+
+
 @dataclass(frozen=True)
 class CameraSensorCfg:
     """A camera a task observes through (issue 13): a pinhole fixed in the world or on a frame.
@@ -276,3 +280,7 @@ class SceneCfg:
     """Sliding friction of the ground."""
     camera: CameraCfg = field(default_factory=lambda: CameraCfg((0.0, 0.0, 0.0), 2.0, 90.0, -30.0))
     """Camera used for videos."""
+    cameras: tuple[tuple[str, CameraSensorCfg], ...] = ()
+    """A task's named cameras (:class:`~robolearn.tasks.worlds.TaskWorlds` fills them in), compiled into
+    MuJoCo models as cameras ``task_<name>``: a batched renderer on the device (MuJoCo Warp's) reads
+    their poses from every world's kinematics. The host renderers aim their own pinholes instead."""

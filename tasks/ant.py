@@ -15,7 +15,15 @@ Gymnasium's observation of that state (after ``mj_forward`` and ``mj_rnePostCons
 equals this one; the clipped contact forces of its own ``step`` differ in a few percent of the
 entries on steps with contact.
 
-MuJoCo only: there is no URDF of this model, and PyBullet has no ``cfrc_ext``.
+MuJoCo only (the CPU backends and MuJoCo Warp): there is no URDF of this model, and PyBullet has
+no ``cfrc_ext``. The terms compute with ``env.xp`` (numpy, or torch on MuJoCo Warp's device).
+
+On ``mujoco_warp`` the ant is the same model under a differently turned friction pyramid: MuJoCo
+Warp gives a capsule-plane contact the same normal as MuJoCo but a fixed tangent basis (MuJoCo turns
+it with the capsule), and ant.xml keeps MuJoCo's default pyramidal cone, which is not invariant to
+turning the tangents. At a foot impact the friction forces differ by tens of percent (a joint speed
+by 0.5 rad/s in one 10 ms step, measured with MuJoCo Warp 4.0, Euler and RK4 alike), so trajectories
+match ``mujoco_batch`` only until a foot first touches the floor (tests/test_mujoco_warp.py).
 """
 
 from __future__ import annotations
@@ -24,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium
-import numpy as np
 import numpy.typing as npt
 
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray
@@ -58,7 +65,7 @@ RESET_NOISE = 0.1
 
 
 def mj_field(env: TaskEnvView, name: str) -> npt.NDArray[Any]:
-    """A raw MjData field over all worlds, (num_envs, ...); the task runs on MuJoCo backends only."""
+    """A raw MjData field over all worlds, (num_envs, ...) (a tensor on MuJoCo Warp); MuJoCo backends only."""
     return env.sim.mj_field(name)  # type: ignore[attr-defined]
 
 
@@ -76,15 +83,15 @@ def generalized_velocities(env: TaskEnvView) -> FloatArray:
 def clipped_contact_forces(env: TaskEnvView, first_body: int = 1) -> FloatArray:
     """Each body's external wrench ``cfrc_ext`` (N m, N), clipped, bodies ``first_body`` on, flattened."""
     wrench = mj_field(env, "cfrc_ext")[:, first_body:]
-    return wrench.clip(*CONTACT_FORCE_RANGE).reshape(env.num_envs, -1)
+    return env.xp.reshape(env.xp.clip(wrench, *CONTACT_FORCE_RANGE), (env.num_envs, -1))
 
 
 # -- rewards -----------------------------------------------------------------------------------
 def healthy(env: TaskEnvView) -> BoolArray:
     """True where the state is finite and the torso height lies in ``HEALTHY_Z`` (the reward reads
     it from the ``unhealthy`` termination, which runs first)."""
-    qpos = mj_field(env, "qpos")
-    finite = np.isfinite(qpos).all(axis=1) & np.isfinite(mj_field(env, "qvel")).all(axis=1)
+    xp, qpos = env.xp, mj_field(env, "qpos")
+    finite = xp.all(xp.isfinite(qpos), axis=1) & xp.all(xp.isfinite(mj_field(env, "qvel")), axis=1)
     z = qpos[:, 2]
     return finite & (z >= HEALTHY_Z[0]) & (z <= HEALTHY_Z[1])
 
@@ -96,17 +103,17 @@ def unhealthy(env: TaskEnvView) -> BoolArray:
 
 def action_l2(env: TaskEnvView) -> FloatArray:
     """Sum of squared components of the applied (clipped) action."""
-    return np.square(env.action).sum(axis=1)
+    return env.xp.sum(env.xp.square(env.action), axis=1)
 
 
 def contact_force_l2(env: TaskEnvView) -> FloatArray:
     """Sum of squared clipped external wrench components over all bodies, as Ant-v5's contact cost."""
-    return np.square(clipped_contact_forces(env, first_body=0)).sum(axis=1)
+    return env.xp.sum(env.xp.square(clipped_contact_forces(env, first_body=0)), axis=1)
 
 
 def never(env: TaskEnvView) -> BoolArray:
     """False everywhere: locomotion has no success state."""
-    return np.zeros(env.num_envs, dtype=bool)
+    return env.xp.zeros(env.num_envs, dtype=env.xp.bool, device=env.device)
 
 
 # -- actions and resets ------------------------------------------------------------------------
@@ -182,7 +189,6 @@ def make_cfg() -> TaskCfg:
         updates={"torso_x": StepTerm(track_torso_x)},
         state={"torso_x": (), "forward_velocity": ()},
         end_on_success=False,
-        # Not pybullet: Gymnasium's MJCF model. Not mujoco_warp: its terms read raw MjData fields
-        # (cfrc_ext through the acceleration-stage user sensor, which MuJoCo Warp lacks) with numpy.
-        backends=("mujoco", "mujoco_batch"),
+        # Not pybullet: Gymnasium's MJCF model, and PyBullet has no cfrc_ext.
+        backends=("mujoco", "mujoco_batch", "mujoco_warp"),
     )

@@ -14,13 +14,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from robolearn.sim.backend import CameraView
-from robolearn.sim.scene import CameraSensorCfg
+from robolearn.sim.backend import DEVICE_BACKENDS, CameraView
+from robolearn.sim.scene import DEPTH, RGB, CameraSensorCfg
 from robolearn.sim.transforms import quat_to_mat
 from robolearn.tasks.core import TaskCfg, TaskEnvView
-
-RGB, DEPTH = "_rgb", "_depth"
-"""Suffixes of a camera's observation keys."""
 
 
 class ImageSpec(NamedTuple):
@@ -73,8 +70,10 @@ def camera_views(env: TaskEnvView, cam: CameraSensorCfg) -> list[CameraView]:
 def render_cameras(env: TaskEnvView) -> dict[str, npt.NDArray[np.generic]]:
     """Every camera's images of every world: ``<name>_rgb`` (n, H, W, 3) uint8 and, for a depth
     camera, ``<name>_depth`` (n, H, W, 1) float32."""
-    out: dict[str, npt.NDArray[np.generic]] = {}
     cfg = env.cfg
+    if env.sim.name in DEVICE_BACKENDS:  # every world in one launch, the images left on the device
+        return env.sim.render_cameras(tuple(cfg.cameras.items()))  # type: ignore[attr-defined]
+    out: dict[str, npt.NDArray[np.generic]] = {}
     for name, cam in cfg.cameras.items():
         rgb = np.empty((env.num_envs, cam.height, cam.width, 3), np.uint8)
         depth = np.empty((env.num_envs, cam.height, cam.width, 1), np.float32) if cam.depth else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robolearn.sim.backend import HOST_BACKENDS, BoolArray, FloatArray, IntArray, Marker
+from robolearn.sim.backend import BoolArray, FloatArray, IntArray, Marker
 from robolearn.sim.scene import CameraCfg, SceneCfg
 from robolearn.sim.transforms import quat_from_euler, quat_rotate_inverse
 from robolearn.tasks import terms
@@ -69,8 +69,9 @@ def _car_xy(env: TaskEnvView) -> FloatArray:
 
 def _checkpoint_xy(env: TaskEnvView, offset: int) -> FloatArray:
     """(n, 2) world position of the checkpoint ``offset`` places after the next (the lap wraps)."""
-    index = (env.state["next_index"][:, 0].astype(np.int64) + offset) % NUM_CHECKPOINTS
-    return env.state["checkpoints"][np.arange(env.num_envs), index]
+    xp = env.xp
+    index = (xp.astype(env.state["next_index"][:, 0], xp.int64) + offset) % NUM_CHECKPOINTS
+    return env.state["checkpoints"][xp.arange(env.num_envs, device=env.device), index]
 
 
 def advance_checkpoints(env: TaskEnvView) -> None:
@@ -79,48 +80,49 @@ def advance_checkpoints(env: TaskEnvView) -> None:
     Progress is the decrease of the distance to the same checkpoint since the last step, so
     reaching a checkpoint and facing the next, farther one costs nothing.
     """
-    state = env.state
+    state, xp = env.state, env.xp
     racing = state["next_index"][:, 0] < NUM_CHECKPOINTS
-    distance = np.linalg.norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
+    distance = xp.linalg.vector_norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
     reached = racing & (distance < CHECKPOINT_RADIUS)
-    state["progress"][:, 0] = np.where(racing, state["distance"][:, 0] - distance, 0.0)
+    state["progress"][:, 0] = xp.where(racing, state["distance"][:, 0] - distance, 0.0)
     state["reached"][:, 0] = reached
-    state["next_index"][:, 0] += reached
-    fresh = np.linalg.norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
-    state["distance"][:, 0] = np.where(reached, fresh, distance)
+    state["next_index"][:, 0] += state["reached"][:, 0]
+    fresh = xp.linalg.vector_norm(_checkpoint_xy(env, 0) - _car_xy(env), axis=1)
+    state["distance"][:, 0] = xp.where(reached, fresh, distance)
 
 
 def sample_course(env: TaskEnvView, ids: IntArray) -> None:
     """Draw each world's course and put the car on the loop where the lap ends, at rest."""
-    n, rng = len(ids), env.rng
+    n, rng, xp = len(ids), env.rng, env.xp
     axes = rng.uniform(SEMI_AXES_LOW, SEMI_AXES_HIGH, size=(n, 2))
     direction = rng.choice([-1.0, 1.0], size=(n, 1))
-    rotation = np.exp(1j * rng.uniform(-np.pi, np.pi, size=(n, 1)))
+    rotation = xp.exp(1j * rng.uniform(-np.pi, np.pi, size=(n, 1)))
     # Points are complex numbers x + iy. Checkpoint k sits k + 1 spacings along the loop from the
     # start, so the last one is the finish line, next to where the car starts.
     spacing = 2 * np.pi / NUM_CHECKPOINTS
     jitter = rng.uniform(-ANGULAR_JITTER, ANGULAR_JITTER, size=(n, NUM_CHECKPOINTS))
-    angle = spacing * (np.arange(1, NUM_CHECKPOINTS + 1) + jitter)
+    angle = spacing * (xp.arange(1, NUM_CHECKPOINTS + 1, device=env.device) + jitter)
     scale = 1 + rng.uniform(-RADIAL_JITTER, RADIAL_JITTER, size=(n, NUM_CHECKPOINTS))
-    points = rotation * scale * (axes[:, :1] * np.cos(angle) + 1j * direction * axes[:, 1:] * np.sin(angle))
-    env.state["checkpoints"][ids] = np.stack([points.real, points.imag], axis=-1)
+    points = rotation * scale * (axes[:, :1] * xp.cos(angle) + 1j * direction * axes[:, 1:] * xp.sin(angle))
+    env.state["checkpoints"][ids] = xp.stack([xp.real(points), xp.imag(points)], axis=-1)
 
     # The start is on the ellipse at angle 0, heading along the loop (the ellipse's tangent there).
     start = (rotation * axes[:, :1])[:, 0]
     heading = rotation[:, 0] * 1j * direction[:, 0]
-    yaw = np.angle(heading) + rng.uniform(-START_YAW_NOISE, START_YAW_NOISE, size=n)
-    zero = np.zeros(n)
-    env.sim.set_root_state(
-        ids, ROBOT_NAME, np.column_stack([start.real, start.imag, zero]), quat_from_euler(zero, zero, yaw)
-    )
-    env.state["distance"][ids, 0] = np.abs(points[:, 0] - start)
+    noise = rng.uniform(-START_YAW_NOISE, START_YAW_NOISE, size=n)
+    yaw = xp.atan2(xp.imag(heading), xp.real(heading)) + noise  # the heading's angle, as numpy's angle
+    zero = xp.zeros_like(yaw)
+    position = xp.stack([xp.real(start), xp.imag(start), zero], axis=1)
+    env.sim.set_root_state(ids, ROBOT_NAME, position, quat_from_euler(zero, zero, yaw))
+    env.state["distance"][ids, 0] = xp.abs(points[:, 0] - start)
 
 
 # -- observations -------------------------------------------------------------------------------
 def checkpoint_in_body(env: TaskEnvView, offset: int) -> FloatArray:
     """Vector from the car to the checkpoint ``offset`` places after the next, in the car's frame (m)."""
+    xp = env.xp
     offset_xy = _checkpoint_xy(env, offset) - _car_xy(env)
-    world = np.column_stack([offset_xy, np.zeros(env.num_envs)])
+    world = xp.concat([offset_xy, xp.zeros_like(offset_xy[:, :1])], axis=1)
     return quat_rotate_inverse(env.sim.frame_quat(ROBOT_NAME), world)[:, :2]
 
 
@@ -218,7 +220,7 @@ def _markers(env: TaskEnvView, world: int) -> list[Marker]:
     """Every checkpoint as a disc-like sphere: passed ones grey, the next one bright green."""
     next_index = int(env.state["next_index"][world, 0])
     markers = []
-    for k, (x, y) in enumerate(env.state["checkpoints"][world]):
+    for k, (x, y) in enumerate(env.state["checkpoints"][world].tolist()):  # host floats
         if k < next_index:
             rgba = (0.5, 0.5, 0.5, 0.2)
         elif k == next_index:
@@ -233,9 +235,6 @@ def make_cfg() -> TaskCfg:
     return TaskCfg(
         name="car_checkpoints",
         embodiment="car",
-        # Not on mujoco_warp yet: its terms (checkpoint bookkeeping, pure pursuit) still compute with
-        # numpy, not with env.xp (issue 14 converted the Panda tasks first).
-        backends=HOST_BACKENDS,
         description=f"MIT RACECAR: drive a lap of {NUM_CHECKPOINTS} random checkpoints around a loop, fast.",
         scene=SceneCfg(
             robot=racecar_robot(),

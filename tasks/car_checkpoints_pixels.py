@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from robolearn.sim.backend import HOST_BACKENDS
 from robolearn.sim.scene import CameraSensorCfg
 from robolearn.tasks import car_checkpoints
 from robolearn.tasks.core import TaskCfg
@@ -39,4 +40,7 @@ def make_cfg() -> TaskCfg:
         observations={k: base.observations[k] for k in PROPRIOCEPTION},
         cameras={"front": ONBOARD_CAMERA},
         expert=None,  # the pure-pursuit expert reads the checkpoints' positions
+        # Not mujoco_warp: the camera sees the checkpoints as painted markers, which only the host's
+        # OpenGL renderers draw (MuJoCo Warp's ray tracer refuses them, sim/warp_render.py).
+        backends=HOST_BACKENDS,
     )

@@ -57,6 +57,30 @@ class TaskEnvView(Protocol):
     step_terminations: dict[str, npt.NDArray[np.bool_]]
     """Each termination term's (num_envs,) value in the current step, evaluated before the rewards."""
 
+    def constant(self, value: float | tuple[float, ...]) -> FloatArray:
+        """``value`` (a term's parameter) as a read-only array of ``float_dtype`` where the worlds
+        are: made on the first call, a dictionary look-up after (see :class:`TermConstants`)."""
+        ...
+
+
+class TermConstants:
+    """The :meth:`TaskEnvView.constant` of every view: terms run every step, and converting their
+    parameters (workspace bounds, gains) each time costs more than the arithmetic (issue 18)."""
+
+    xp: Any
+    device: Any
+    float_dtype: Any
+
+    def constant(self, value: float | tuple[float, ...]) -> FloatArray:
+        cache: dict[Any, Any] = self.__dict__.setdefault("_term_constants", {})
+        array = cache.get(value)
+        if array is None:
+            array = self.xp.asarray(value, dtype=self.float_dtype, device=self.device)
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False  # shared by every call: a term must not write to it
+            cache[value] = array
+        return array
+
 
 @dataclass(frozen=True)
 class ObsTerm:
@@ -117,6 +141,27 @@ class StepTerm:
 
 
 @dataclass(frozen=True)
+class GripperCfg:
+    """An action component that commands a gripper, and the observation term that measures it.
+
+    What a discrete gripper learner (HIL-SERL's close/stay/open critic, issue 11) needs to know
+    about a task instead of an index: the command that closes and the one that opens, and when the
+    measured gripper counts as open (``stay`` keeps that state; a change of it is what is penalised).
+    """
+
+    action: str
+    """Name of the action component (``gripper_opening``)."""
+    closed: float
+    """Command that closes the gripper (physical units)."""
+    open: float
+    """Command that opens it."""
+    observation: str
+    """Observation term measuring the gripper, in the command's units."""
+    open_above: float
+    """Measured value above which the gripper counts as open."""
+
+
+@dataclass(frozen=True)
 class ActionCfg:
     """The action space in physical units and how an action becomes controller inputs."""
 
@@ -134,6 +179,8 @@ class ActionCfg:
     """``fn(env, action) -> (num_envs, num_controls)``: the action term."""
     params: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of ``to_controls``."""
+    gripper: GripperCfg | None = None
+    """The component that commands a gripper, if one does."""
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,16 @@ class DeviceGenerator:
         z = torch.randn(self._shape(size), generator=self._gen, device=self.device, dtype=self.dtype)
         return self._tensor(loc) + self._tensor(scale) * z
 
+    def standard_normal(self, size: Size = None) -> torch.Tensor:
+        """Draws from N(0, 1), as numpy's ``Generator.standard_normal``."""
+        return self.normal(0.0, 1.0, size)
+
+    def choice(self, a: Sequence[float], size: Size = None) -> torch.Tensor:
+        """Values drawn uniformly, with replacement, from the 1-D sequence ``a``, as numpy's
+        ``Generator.choice`` of a sequence."""
+        index = torch.randint(0, len(a), self._shape(size), generator=self._gen, device=self.device)
+        return self._tensor(a)[index]
+
     def integers(self, low: int, high: int, size: Size = None) -> torch.Tensor:
         """Integers in [low, high), as numpy's ``Generator.integers``."""
         shape = self._shape(size)

@@ -47,7 +47,6 @@ def make_cfg() -> TaskCfg:
         observations={k: base.observations[k] for k in PROPRIOCEPTION},
         cameras={"wrist": WRIST_CAMERA, "scene": SCENE_CAMERA},
         expert=None,  # the scripted expert reads the cube's pose, which this task does not observe
-        # Not mujoco_warp: camera images are rendered on the host; MuJoCo Warp's batched renderer
-        # behind the camera interface is still to come (issue 14).
-        backends=HOST_BACKENDS,
+        # On mujoco_warp the cameras are traced on the device for every world (sim/warp_render.py).
+        backends=(*HOST_BACKENDS, "mujoco_warp"),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robolearn.sim.backend import HOST_BACKENDS, IntArray, Marker
+from robolearn.sim.backend import IntArray, Marker
 from robolearn.tasks import terms
 from robolearn.tasks.core import (
     DoneTerm,
@@ -65,8 +65,9 @@ class HeldAtEpisodeEnd:
         self._held: IntArray = np.zeros(0, dtype=np.int64)
 
     def _ensure(self, env: TaskEnvView) -> None:
-        if len(self._held) != env.num_envs:
-            self._held = np.zeros(env.num_envs, dtype=np.int64)
+        # The counters live where the worlds are, as the step counters: numpy, or a device tensor.
+        if len(self._held) != env.num_envs or type(self._held) is not type(env.step_count):
+            self._held = env.xp.zeros(env.num_envs, dtype=env.xp.int64, device=env.device)
 
     def reset(self, env: TaskEnvView, ids: IntArray) -> None:
         self._ensure(env)
@@ -76,10 +77,11 @@ class HeldAtEpisodeEnd:
         self, env: TaskEnvView, key: str, frame: str, tolerance: float, max_speed: float, hold_time: float
     ) -> BoolArray:
         self._ensure(env)
+        xp = env.xp
         holding = terms.within_distance_of_state(env, key, frame, tolerance) & (
-            np.linalg.norm(env.sim.frame_linvel(frame), axis=1) < max_speed
+            xp.linalg.vector_norm(env.sim.frame_linvel(frame), axis=1) < max_speed
         )
-        self._held = np.where(holding, self._held + 1, 0)
+        self._held = xp.where(holding, self._held + 1, 0)
         needed = round(hold_time / env.cfg.control_dt)
         return (self._held >= needed) & (env.step_count >= env.cfg.episode_length)
 
@@ -90,16 +92,14 @@ def _expert(cfg: TaskCfg) -> Expert:
 
 
 def _markers(env: TaskEnvView, world: int) -> list[Marker]:
-    return [Marker(tuple(env.state["target"][world]), TOLERANCE, (0.1, 0.9, 0.2, 0.4))]
+    x, y, z = (float(v) for v in env.state["target"][world])  # host floats from either backend
+    return [Marker((x, y, z), TOLERANCE, (0.1, 0.9, 0.2, 0.4))]
 
 
 def make_cfg() -> TaskCfg:
     return TaskCfg(
         name="quadrotor_hover",
         embodiment="drone",
-        # Not on mujoco_warp yet: its terms (attitude, waypoints) still compute with numpy, not with
-        # env.xp (issue 14 converted the Panda tasks first).
-        backends=HOST_BACKENDS,
         description="Crazyflie: fly to a target 0.5 m away and hold it within 0.1 m (thrust and body rates).",
         scene=drone_scene(camera_distance=0.8, camera_elevation=-20.0),
         control_dt=CONTROL_DT,

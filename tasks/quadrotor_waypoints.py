@@ -11,9 +11,7 @@ plan its turn through the current one. Actions are collective thrust and body ra
 
 from __future__ import annotations
 
-import numpy as np
-
-from robolearn.sim.backend import HOST_BACKENDS, FloatArray, IntArray, Marker
+from robolearn.sim.backend import FloatArray, IntArray, Marker
 from robolearn.tasks import terms
 from robolearn.tasks.core import (
     DoneTerm,
@@ -67,22 +65,24 @@ def sample_course(
     component halved, for a course mostly flown level) and a length in ``leg_length`` (m). A leg
     that would leave the volume ``low``-``high`` is turned back along that axis, which keeps its
     length (the result is clipped to the volume for the rare leg that fits neither way)."""
-    lo, hi = np.asarray(low), np.asarray(high)
+    xp = env.xp
+    bounds = (low, high, (1.0, 1.0, 0.5))
+    lo, hi, squash = (xp.asarray(v, dtype=env.float_dtype, device=env.device) for v in bounds)
     point = env.state[start_key][ids]
-    for k in range(env.state[key].shape[1]):
-        direction = env.rng.normal(size=point.shape) * np.array([1.0, 1.0, 0.5])
-        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    for k in range(env.state[key].shape[1]):  # a loop over legs; each step covers every world
+        direction = env.rng.normal(size=point.shape) * squash
+        direction /= xp.linalg.vector_norm(direction, axis=1, keepdims=True)
         leg = direction * env.rng.uniform(*leg_length, size=(len(ids), 1))
         outside = (point + leg > hi) | (point + leg < lo)
-        point = np.clip(point + np.where(outside, -leg, leg), lo, hi)
+        point = xp.clip(point + xp.where(outside, -leg, leg), lo, hi)
         env.state[key][ids, k] = point
 
 
 def _current(env: TaskEnvView, offset: int) -> FloatArray:
     """(n, 3) the waypoint ``offset`` after the current one, the last one past the end."""
-    last = env.state["waypoints"].shape[1] - 1
-    index = np.minimum(env.state["waypoint_index"].astype(np.int64) + offset, last)
-    return env.state["waypoints"][np.arange(env.num_envs), index]
+    xp, last = env.xp, env.state["waypoints"].shape[1] - 1
+    index = xp.clip(xp.astype(env.state["waypoint_index"], xp.int64) + offset, max=last)
+    return env.state["waypoints"][xp.arange(env.num_envs, device=env.device), index]
 
 
 def to_waypoint(env: TaskEnvView, frame: str, offset: int) -> FloatArray:
@@ -93,9 +93,9 @@ def to_waypoint(env: TaskEnvView, frame: str, offset: int) -> FloatArray:
 def advance_waypoint(env: TaskEnvView, frame: str, radius: float) -> None:
     """Move on to the next waypoint where the frame came within ``radius`` (m) of the current one."""
     left = env.state["waypoint_index"] < env.state["waypoints"].shape[1]
-    passed = left & (np.linalg.norm(to_waypoint(env, frame, 0), axis=1) < radius)
-    env.state["waypoint_passed"] = passed.astype(np.float64)
-    env.state["waypoint_index"] += passed
+    passed = left & (env.xp.linalg.vector_norm(to_waypoint(env, frame, 0), axis=1) < radius)
+    env.state["waypoint_passed"] = env.xp.astype(passed, env.float_dtype)
+    env.state["waypoint_index"] += env.state["waypoint_passed"]
 
 
 def waypoint_passed(env: TaskEnvView) -> FloatArray:
@@ -105,9 +105,9 @@ def waypoint_passed(env: TaskEnvView) -> FloatArray:
 
 def speed_to_waypoint(env: TaskEnvView, frame: str) -> FloatArray:
     """Velocity component towards the current waypoint (m/s): the rate at which the gap closes."""
-    gap = to_waypoint(env, frame, 0)
-    direction = gap / np.maximum(np.linalg.norm(gap, axis=1, keepdims=True), 1e-6)
-    return np.einsum("ni,ni->n", env.sim.frame_linvel(frame), direction)
+    xp, gap = env.xp, to_waypoint(env, frame, 0)
+    direction = gap / xp.maximum(xp.linalg.vector_norm(gap, axis=1, keepdims=True), 1e-6)
+    return xp.einsum("ni,ni->n", env.sim.frame_linvel(frame), direction)
 
 
 def course_done(env: TaskEnvView) -> BoolArray:
@@ -125,9 +125,10 @@ def _markers(env: TaskEnvView, world: int) -> list[Marker]:
     """Passed waypoints grey, the current one green, those after it blue."""
     index = int(env.state["waypoint_index"][world])
     passed, current, ahead = (0.5, 0.5, 0.5, 0.3), (0.1, 0.9, 0.2, 0.6), (0.2, 0.5, 0.9, 0.5)
+    waypoints = [tuple(float(v) for v in pos) for pos in env.state["waypoints"][world]]  # host floats
     return [
-        Marker(tuple(pos), RADIUS, passed if k < index else current if k == index else ahead)
-        for k, pos in enumerate(env.state["waypoints"][world])
+        Marker(pos, RADIUS, passed if k < index else current if k == index else ahead)  # type: ignore[arg-type]
+        for k, pos in enumerate(waypoints)
     ]
 
 
@@ -135,9 +136,6 @@ def make_cfg() -> TaskCfg:
     return TaskCfg(
         name="quadrotor_waypoints",
         embodiment="drone",
-        # Not on mujoco_warp yet: its terms (attitude, waypoints) still compute with numpy, not with
-        # env.xp (issue 14 converted the Panda tasks first).
-        backends=HOST_BACKENDS,
         description="Crazyflie: fly through four random waypoints in order, 0.15 m radius.",
         scene=drone_scene(camera_distance=2.5, camera_elevation=-25.0),
         control_dt=CONTROL_DT,

@@ -130,8 +130,7 @@ def frame_outside_box(
 ) -> BoolArray:
     """True where a frame left an axis-aligned box (m)."""
     xp, pos = env.xp, env.sim.frame_pos(frame)
-    low_, high_ = (xp.asarray(b, dtype=pos.dtype, device=env.device) for b in (low, high))
-    return xp.any((pos < low_) | (pos > high_), axis=1)
+    return xp.any((pos < env.constant(low)) | (pos > env.constant(high)), axis=1)
 
 
 # -- reset events ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ rewards and the random streams all live there; :meth:`TaskWorlds.observe_numpy` 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 from collections.abc import Callable
@@ -25,9 +26,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from robolearn.sim import host_xp
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray, PhysicsParams, make_backend
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import Observation, TaskCfg, TaskError
+from robolearn.tasks.core import Observation, TaskCfg, TaskError, TermConstants
 from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ class StepResult(NamedTuple):
     """(num_envs,) the action sent had a non-finite component; the neutral action was applied."""
 
 
-class TaskWorlds:
+class TaskWorlds(TermConstants):
     """``num_envs`` worlds of one task on one backend (see the module doc).
 
     Episodes are the caller's business: :meth:`advance` never resets a world, it reports which
@@ -83,12 +85,14 @@ class TaskWorlds:
             )
         self.num_envs = num_envs
         self.randomize = randomize
-        self.sim = make_backend(backend, self.cfg.scene, num_envs, nthread=nthread)
+        # The task's cameras go into the scene: a device renderer finds them in the compiled model.
+        scene = dataclasses.replace(self.cfg.scene, cameras=tuple(self.cfg.cameras.items()))
+        self.sim = make_backend(backend, scene, num_envs, nthread=nthread)
         self.name, self.backend_name = self.cfg.name, self.sim.name
         # The arrays' namespace, device and float type: numpy in float64 on the host backends (the
         # golden trajectories, bit for bit), torch tensors in float32 on a device backend.
-        xp = self.xp = self.sim.xp
-        self.on_host = xp is np
+        self.on_host = self.sim.xp is np
+        xp = self.xp = host_xp if self.on_host else self.sim.xp
         self.device: Any = getattr(self.sim, "device", None) if not self.on_host else None
         self.float_dtype: Any = np.float64 if self.on_host else xp.float32
 
@@ -142,6 +146,14 @@ class TaskWorlds:
             for k, t in self.cfg.observations.items()
         }
         """Observation key to the number of values of one world's entry (state terms)."""
+        # On the host, every step's state terms land in one fresh float32 row block: one allocation
+        # and one converting copy per term instead of reshape, asarray and astype each (issue 18).
+        bounds = np.cumsum([0, *self.observation_sizes.values()])
+        self._obs_columns = [
+            (key, term, slice(int(a), int(b)))
+            for (key, term), a, b in zip(self.cfg.observations.items(), bounds[:-1], bounds[1:], strict=True)
+        ]
+        self._obs_width = int(bounds[-1])
         self.image_specs: dict[str, ImageSpec] = {}
         """Image observation key to its camera, shape and type, after the state terms."""
         self._render: Callable[[TaskWorlds], Observation] | None = None
@@ -175,16 +187,34 @@ class TaskWorlds:
     def observe(self) -> Observation:
         """The task's observation of every world (float32, (num_envs, k) per state term, with
         sensor noise under randomization), then each camera's images (:mod:`robolearn.tasks.cameras`)."""
+        noise = self.randomize and self.cfg.randomization.sensor_noise
+        obs = self._observe_host(noise) if self.on_host else self._observe_device(noise)
+        if self._render is not None:
+            obs.update(self._render(self))
+        return obs
+
+    def _observe_host(self, noise: bool) -> Observation:
+        obs: Observation = {}
+        n = self.num_envs
+        block = np.empty((n, self._obs_width), dtype=np.float32)
+        for key, term, columns in self._obs_columns:
+            value = term.fn(self, **term.params)
+            if not isinstance(value, np.ndarray) or value.ndim != 2:
+                value = np.reshape(np.asarray(value), (n, -1))
+            if noise and term.noise_std > 0:
+                value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
+            out = obs[key] = block[:, columns]
+            out[...] = value  # the float32 rounding of astype, without its temporary
+        return obs
+
+    def _observe_device(self, noise: bool) -> Observation:
         obs: Observation = {}
         n, xp = self.num_envs, self.xp
-        noise = self.randomize and self.cfg.randomization.sensor_noise
         for key, term in self.cfg.observations.items():
             value = xp.reshape(xp.asarray(term.fn(self, **term.params)), (n, -1))
             if noise and term.noise_std > 0:
                 value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
             obs[key] = xp.astype(value, xp.float32)
-        if self._render is not None:
-            obs.update(self._render(self))
         return obs
 
     # -- resets ------------------------------------------------------------------------------
@@ -238,14 +268,14 @@ class TaskWorlds:
                 )
             act = act.reshape(shape)
         # A non-finite action never reaches the physics: that world holds the neutral action.
-        if np.isfinite(act).all():  # the common case, in one reduction over every world
+        if host_xp.all(np.isfinite(act)):  # the common case, in one reduction over every world
             rejected = np.zeros(self.num_envs, dtype=bool)
         else:
             rejected = np.logical_not(np.isfinite(act).all(axis=1))
             act = act.copy()
             act[rejected] = self._neutral
             log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
-        return act.clip(self._act_low, self._act_high), rejected
+        return host_xp.clip(act, self._act_low, self._act_high), rejected
 
     def _sanitize_on_device(self, action: Any) -> tuple[Any, Any]:
         """:meth:`sanitize` without a branch on the values: a branch would wait for the device."""
@@ -306,7 +336,7 @@ class TaskWorlds:
         for term in cfg.rewards.values():
             value = xp.asarray(term.fn(self, **term.params))
             reward += value if term.weight == 1.0 else term.weight * value  # x * 1.0 == x: one op less
-        if self.on_host and unstable.any():  # on a device, a branch on values would wait for it
+        if self.on_host and xp.any(unstable):  # on a device, a branch on values would wait for it
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return += reward
         self.episode_success |= success

@@ -236,3 +236,23 @@ def test_an_arm_without_gripper_on_the_robot_and_ros_side() -> None:
     assert set(codec.roles()) == {"command"}
     panda = make_codec(make_task_cfg("panda_reach"), "servo_twist")
     assert set(panda.roles()) == {"command", "gripper_command"}
+
+
+def test_record_excitation_writes_what_sysid_fits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``robolearn record TASK --excitation`` is system identification's recording under record's
+    name (issue 19), for an arm with a servo per joint."""
+    from robolearn.cli import main
+    from robolearn.sysid.recording import read_recordings
+    from robolearn.tasks import register_task, task_names
+
+    if "iiwa_joint" not in task_names():
+        register_task("iiwa_joint", lambda: _reach_task("joint"))
+    main(["record", "iiwa_joint", "--excitation", "--episodes", "1", "--out", str(tmp_path / "ex")])
+    assert "excitation episodes" in capsys.readouterr().out
+    (recording,) = read_recordings(tmp_path / "ex")
+    assert recording.qpos.shape[0] >= 700  # 8 s at 100 samples per second
+    moved = recording.qpos.max(axis=0) - recording.qpos.min(axis=0)
+    assert (moved > 0.05).all(), moved  # every joint was excited
+    with pytest.raises(SystemExit) as exit_info:
+        main(["record", "iiwa_joint", "--ros", "--out", str(tmp_path / "other")])
+    assert exit_info.value.code == 2 and "add --excitation" in capsys.readouterr().err

@@ -21,9 +21,14 @@ from robolearn.errors import ConfigError
 pytestmark = [pytest.mark.ros, pytest.mark.filterwarnings("ignore::DeprecationWarning:lark")]
 
 
-def test_deploy_bench_measures_latency_and_jitter_of_an_mlp_policy_node(tmp_path: Path) -> None:
+def test_deploy_bench_measures_latency_and_jitter_of_mlp_and_pixel_policy_nodes(tmp_path: Path) -> None:
     cfg = DeployBenchCfg(
-        hidden=(32, 32), latency_samples=100, jitter_seconds=1.0, priority=0, work_dir=tmp_path
+        hidden=(32, 32),
+        latency_samples=100,
+        jitter_seconds=1.0,
+        pixel_samples=50,
+        priority=0,
+        work_dir=tmp_path,
     )
     rows, summary = run_deploy_bench(cfg)
     assert summary["latency_samples"] + summary["latency_unanswered"] == 100
@@ -54,10 +59,41 @@ def test_deploy_bench_measures_latency_and_jitter_of_an_mlp_policy_node(tmp_path
     assert all(r["samples"] >= 0.5 * r["rate_hz"] for r in jitter)  # about a second of commands each
     assert "latency" in format_deploy_table(rows)
 
+    # The pixel policy, its two 64x64 cameras sent raw, then as JPEG: most samples answered within
+    # the task's 20 ms period, the frames' decoding timed, and JPEG far smaller than raw.
+    assert summary["pixels_task"] == "panda_pick_cube_pixels"
+    assert summary["pixels_cameras"] == ["wrist", "scene"] and summary["pixels_camera_size"] == ["64x64"]
+    for transport in ("raw", "compressed"):
+        key = f"pixels_{transport}"
+        assert summary[f"{key}_latency_samples"] + summary[f"{key}_latency_unanswered"] == 50
+        assert summary[f"{key}_latency_samples"] >= 25
+        assert 0.05 < summary[f"{key}_latency_p50_ms"] <= summary[f"{key}_latency_p99_ms"] < 20.0
+        assert 0.0 < summary[f"{key}_stage_images_p50_ms"] <= summary[f"{key}_stage_images_p99_ms"]
+        assert summary[f"{key}_stage_step_p50_ms"] < summary[f"{key}_latency_p50_ms"]
+    assert summary["pixels_raw_image_bytes"] == 64 * 64 * 3
+    assert 0 < summary["pixels_compressed_image_bytes"] < 0.5 * summary["pixels_raw_image_bytes"]
+    # Decoding two JPEGs costs more than viewing two raw buffers.
+    assert summary["pixels_compressed_stage_images_p50_ms"] > summary["pixels_raw_stage_images_p50_ms"]
+    parts = [r["part"].strip() for r in rows]
+    for transport in ("raw", "compressed"):
+        at = parts.index(f"pixels {transport}")
+        assert parts[at + 1 : at + 10] == ["arrival", "read", "images", *stages[2:], "step", "return"]
 
-def test_deploy_bench_refuses_an_empty_run() -> None:
-    with pytest.raises(ConfigError, match="latency-samples"):
-        run_deploy_bench(DeployBenchCfg(latency_samples=0))
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"latency_samples": 0}, "latency-samples"),
+        ({"pixel_samples": -1}, "pixel-samples"),
+        (
+            {"camera_size": (640, 0)},
+            r"--camera-size \(640, 0\): width and height must each be in \[8, 4096\]",
+        ),
+    ],
+)
+def test_deploy_bench_refuses_bad_options(change: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        run_deploy_bench(DeployBenchCfg(**change))  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -66,6 +102,7 @@ def test_transfer_bench_deploys_each_embodiment_to_pybullet(tmp_path: Path) -> N
         arm_policy="scripted:panda_reach",
         drone_policy="scripted:quadrotor_hover",
         car_policy="scripted:car_checkpoints",
+        embodiments=("arm", "drone", "car"),  # a pixel policy needs training (distilled here: minutes)
         episodes=2,
         mujoco_episodes=4,
         work_dir=tmp_path,

@@ -69,3 +69,64 @@ def test_default_distillation_deploys(task: str, tmp_path: Path) -> None:
     assert summary["success_rate_nominal"] >= 0.9, summary["evals"]
     assert summary["success_rate_randomized"] >= 0.9, summary["evals"]
     assert time.process_time() - start < 5 * 60
+
+
+SMALL_PIXELS = "panda_pick_cube_pixels_24"
+
+
+def _small_pixels() -> Any:
+    import dataclasses
+
+    from robolearn.tasks import make_task_cfg
+
+    cfg = make_task_cfg("panda_pick_cube_pixels")
+    cams = {k: dataclasses.replace(c, width=24, height=24) for k, c in cfg.cameras.items()}
+    return dataclasses.replace(cfg, name=SMALL_PIXELS, cameras=cams)
+
+
+def test_dagger_from_cameras_exports_a_pixel_policy(tmp_path: Path) -> None:
+    """A task with cameras: its state task's expert labels it from privileged state; the student
+    sees only the cameras and proprioception, and the run holds a deployable pixel policy."""
+    import numpy as np
+
+    from robolearn.policy.runtime import load_exported
+    from robolearn.tasks import register_task, task_names
+
+    if SMALL_PIXELS not in task_names():
+        register_task(SMALL_PIXELS, _small_pixels)
+    torch.set_num_threads(1)
+    cmd = DistillCmd(
+        SMALL_PIXELS,
+        expert_task="panda_pick_cube",
+        num_envs=2,
+        iterations=2,
+        steps_per_iteration=200,
+        updates_per_iteration=60,
+        batch_size=32,
+        hidden=(32, 32),
+        encoder_channels=8,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        randomize=False,
+        out=tmp_path,
+        name="pixels",
+    )
+    summary = distill(cmd)
+    evals = summary["evals"]
+    assert [e["samples"] for e in evals] == [200, 400]
+    assert evals[1]["loss"] < evals[0]["loss"]  # warm-started on one growing dataset: the fit improves
+    assert "checkpoint" not in summary
+    deployed = load_exported(Path(summary["policy_dir"]))
+    assert [c.name for c in deployed.meta.cameras] == ["wrist_rgb", "scene_rgb"]
+    env = TaskEnv(_small_pixels(), "mujoco_batch", 1, seed=0)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert "cube_pos" not in obs  # the student never saw the privileged state
+        assert deployed.act_batch(obs).shape == (1, 4) and np.isfinite(deployed.act_batch(obs)).all()
+    finally:
+        env.close()
+
+
+def test_distilling_a_pixel_task_without_a_teacher_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a task"):
+        DistillCmd("panda_pick_cube_pixels", expert_task="no_such_task", out=tmp_path).check()

@@ -12,7 +12,10 @@ floats within ``rtol=1e-6, atol=1e-6``. The physics is deterministic and the rew
 arithmetic operation in its order, so on the machine that recorded the files the trajectories are
 bit-identical; the margin admits another CPU's libm and SIMD paths in the float64 reward sums and
 the float32 rounding of observations, while a changed term, a skipped check or a reordered state
-write moves values by far more.
+write moves values by far more. Camera images (pixel tasks) are kept as the means of
+``IMAGE_GRID`` x ``IMAGE_GRID`` blocks per channel, within ``IMAGE_ATOL`` intensity levels: a
+renderer (Mesa's, PyBullet's) may round a few edge pixels differently on another machine, while a
+moved camera, a missing object or swapped worlds change block means by tens of levels.
 
 Record a task added since (existing files are kept): ``python tests/test_equivalence.py``; re-record
 everything (only when behaviour changes on purpose, and say so in the change): add ``--all``.
@@ -32,14 +35,18 @@ from robolearn.tasks import make_task_cfg, task_names
 from robolearn.tasks.worlds import TaskWorlds
 
 DATA = Path(__file__).parent / "data" / "equivalence"
-STEPS = {"ant": 15}
-"""Control steps per trajectory by task (default 30): ant's observation is large, its files stay small."""
+STEPS = {"ant": 15, "panda_pick_cube_pixels": 15, "car_checkpoints_pixels": 15}
+"""Control steps per trajectory by task (default 30): ant's observation is large, its files stay
+small; rendering makes the pixel tasks slow (PyBullet's renderer about 20 frames/s)."""
 DEFAULT_STEPS = 30
 FORCED_RESET_STEP = 12
 """World 0 is reset after this step whatever happened, so every trajectory crosses a reset."""
 NAN_STEP = 5
 """World 0's action has a non-finite component at this step: the neutral action must be applied."""
 RTOL = ATOL = 1e-6
+IMAGE_GRID = 8
+"""Image recordings keep an 8 x 8 grid of block means per channel."""
+IMAGE_ATOL = 2.0
 FLAGS = ("success", "terminated", "truncated", "unstable", "rejected")
 """The boolean outputs of a step, in the order of the last axis of a recording's ``flags``."""
 
@@ -54,8 +61,21 @@ def _cases() -> list[tuple[str, str]]:
 
 
 def _flat(obs: dict[str, np.ndarray]) -> np.ndarray:
-    """(n, K) every observation term of every world, side by side in the task's key order."""
-    return np.concatenate([obs[k] for k in obs], axis=1)
+    """(n, K) every state observation term of every world, side by side in the task's key order."""
+    return np.concatenate([v for v in obs.values() if v.ndim == 2], axis=1)
+
+
+def _images(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """(n, C, IMAGE_GRID, IMAGE_GRID, channels) the block means of each camera image, in key order
+    (empty for a task without cameras)."""
+    n = len(next(iter(obs.values())))
+    grids = []
+    for image in (v for v in obs.values() if v.ndim == 4):
+        _, h, w, c = image.shape
+        grid = (IMAGE_GRID, h // IMAGE_GRID, IMAGE_GRID, w // IMAGE_GRID)
+        blocks = image.astype(np.float64).reshape(n, *grid, c)
+        grids.append(blocks.mean(axis=(2, 4)))
+    return np.stack(grids, axis=1) if grids else np.zeros((n, 0))
 
 
 def _trajectory(task: str, backend: str, randomize: bool) -> dict[str, np.ndarray]:
@@ -73,27 +93,33 @@ def _trajectory(task: str, backend: str, randomize: bool) -> dict[str, np.ndarra
         # 10% beyond the bounds on either side, so clipping is exercised too.
         actions = np.random.default_rng(3).uniform(low - 0.1 * span, high + 0.1 * span, (steps, n, len(low)))
         actions[NAN_STEP, 0, 0] = np.nan
-        rewards, flags, obs, reset_obs = [], [], [], []
+        rewards, flags, obs, images, reset_obs = [], [], [], [], []
         worlds.reset_worlds(np.arange(n))
-        first_obs = _flat(worlds.observe())
+        first = worlds.observe()
+        first_obs, first_images = _flat(first), _images(first).astype(np.float32)
         for t in range(steps):
             result = worlds.advance(actions[t])
             rewards.append(result.reward.copy())
             flags.append(np.stack([getattr(result, f) for f in FLAGS], axis=1))
-            obs.append(_flat(worlds.observe()))
+            seen = worlds.observe()
+            obs.append(_flat(seen))
+            images.append(_images(seen))
             done = result.terminated | result.truncated
             if t == FORCED_RESET_STEP:
                 done[0] = True
             ids = np.flatnonzero(done)
             worlds.reset_worlds(ids)
             reset_obs.append(_flat(worlds.observe())[ids])
-        return {
+        recording = {
             "first_obs": first_obs,
             "reward": np.stack(rewards),
             "flags": np.stack(flags),
             "obs": np.stack(obs),
             "reset_obs": np.concatenate(reset_obs),
         }
+        if worlds.image_specs:  # a pixel task: what its cameras saw, after every step
+            recording |= {"first_images": first_images, "images": np.stack(images).astype(np.float32)}
+        return recording
     finally:
         worlds.close()
 
@@ -133,6 +159,8 @@ def test_trajectory_matches_recording(task: str, backend: str, randomize: bool) 
         assert got.shape == want.shape and got.dtype == want.dtype, key
         if want.dtype == np.bool_:  # flags
             np.testing.assert_array_equal(got, want, err_msg=key)
+        elif key.endswith("images"):
+            np.testing.assert_allclose(got, want, rtol=0, atol=IMAGE_ATOL, err_msg=key)
         else:
             np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=key)
 

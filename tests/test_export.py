@@ -251,6 +251,7 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
         "robolearn.tasks.worlds",
         "robolearn.sim",
         "robolearn.sim.backend",
+        "robolearn.sim.host_xp",
         "robolearn.sim.scene",
     }, sorted(package)
 

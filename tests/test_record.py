@@ -13,6 +13,7 @@ from robolearn.cli.record import run_record
 from robolearn.data.format import ACTION, DONE, INTERVENTION, OBS, SUCCESS, TERMINATED
 from robolearn.data.reader import read_dataset
 from robolearn.data.validate import validate_dataset
+from robolearn.envs.task_env import TaskEnv
 from robolearn.errors import ConfigError
 from robolearn.hil.config import RecordCmd
 from robolearn.hil.record import Progress, RecordError, record
@@ -157,3 +158,78 @@ def test_keyboard_recording_marks_rerecords_and_quits(
     np.testing.assert_array_equal(np.flatnonzero(second[INTERVENTION]), [2])  # the gripper toggle
     np.testing.assert_allclose(second[ACTION][:, 3], [0.08, 0.08] + [0.0] * 6)  # closed, latched
     assert not second[SUCCESS].any() and not second[TERMINATED].any() and second[DONE][-1]
+
+
+def test_pixel_task_records_every_camera_as_video(tmp_path: Path) -> None:
+    """``robolearn record panda_pick_cube_pixels --policy scripted``: the state task's expert drives on
+    privileged state; each task camera becomes ``observation.images.<camera>``, frame t showing the
+    state the frame's terms observe."""
+    out = tmp_path / "pixels"
+    summary = record(_cmd(out, task="panda_pick_cube_pixels", device="auto", policy="scripted", episodes=2))
+    assert summary["device"] == "none" and summary["cameras"] == ["wrist", "scene"]
+    assert summary["successes"] == 2  # the privileged teacher succeeds from pixels' worlds too
+    assert validate_dataset(out) == []
+    ds = read_dataset(out)
+    assert ds.camera_keys == ["observation.images.wrist", "observation.images.scene"]
+    assert sorted(ds.obs_keys) == ["ee_pos", "ee_target_offset", "ee_vel", "gripper_opening"]
+    cfg = make_task_cfg("panda_pick_cube_pixels")
+    env = TaskEnv(cfg, "mujoco", 1, seed=0, autoreset=False)
+    try:
+        for ep in range(2):
+            seed = int(np.random.SeedSequence([0, ep]).generate_state(1)[0])
+            obs, _ = env.reset(seed=seed)
+            for camera in ("wrist", "scene"):
+                video = ds.video_frames(ep, f"observation.images.{camera}")
+                assert video.shape == (ds.episodes[ep].length, 64, 64, 3)
+                # H.264 is lossy: the first frame is the reset state's image up to compression.
+                error = np.abs(video[0].astype(float) - obs[f"{camera}_rgb"][0]).mean()
+                assert error < 4.0, (camera, error)
+                assert np.abs(video[-1].astype(float) - video[0]).mean() > 2.0  # the scene moved
+            np.testing.assert_allclose(
+                ds.episode_frames(ep)["observation.ee_pos"][0], obs["ee_pos"][0], atol=1e-6
+            )
+    finally:
+        env.close()
+
+
+def test_action_noise_and_random_policy_make_mixed_quality_data(tmp_path: Path) -> None:
+    """``--action-noise SIGMA`` perturbs the expert by SIGMA half-ranges, clipped to the bounds, and
+    each episode's row records how it was made; ``--policy random`` appends failures."""
+    out = tmp_path / "mixed"
+    sigma = 0.3
+    record(_cmd(out, device="auto", policy="scripted", action_noise=sigma, episodes=2, max_steps=60))
+    record(_cmd(out, device="auto", policy="random", episodes=1, max_steps=60))
+    ds = read_dataset(out)
+    rows = ds.meta.episodes
+    assert [(r["robolearn/policy"], r["robolearn/action_noise"]) for r in rows] == [
+        ("scripted", sigma),
+        ("scripted", sigma),
+        ("random", 0.0),
+    ]
+    cfg = make_task_cfg("panda_pick_cube")
+    assert cfg.expert is not None
+    expert = cfg.expert(cfg)
+    low, high = np.asarray(cfg.action.low), np.asarray(cfg.action.high)
+    frames = ds.frames([0, 1])
+    n = len(frames[ACTION])
+    obs = {k: frames[OBS + k].reshape(n, -1).astype(np.float32) for k in cfg.observations}
+    action = frames[ACTION].astype(np.float64)
+    assert (action >= low - 1e-6).all() and (action <= high + 1e-6).all()
+    # Unclipped residuals are the noise: its spread in half-ranges is sigma.
+    residual = (action - expert(obs)) / ((high - low) / 2.0)
+    inside = (action > low + 1e-6) & (action < high - 1e-6)
+    spread = residual[inside].std()
+    assert 0.6 * sigma < spread < 1.2 * sigma, spread
+    random_actions = ds.frames([2])[ACTION]
+    assert random_actions.std(axis=0).min() > 0.2 * ((high - low) / 2.0).min()
+
+
+def test_noise_and_device_options_are_checked(tmp_path: Path) -> None:
+    out = tmp_path / "bad"
+    with pytest.raises(ConfigError, match=r"--action-noise 0\.2: perturbs the policy's actions"):
+        record(_cmd(out, device="auto", action_noise=0.2))
+    with pytest.raises(ConfigError, match=r"--action-noise -0\.1: must be"):
+        record(_cmd(out, device="auto", policy="scripted", action_noise=-0.1))
+    with pytest.raises(ConfigError, match="--device none: nothing would drive"):
+        record(_cmd(out, device="none"))
+    assert not out.exists()

@@ -344,3 +344,4 @@ def test_ros_excitation_through_the_safety_layer_reads_back(tmp_path: Path) -> N
         # The nominal model replays the nominal robot's motion closely.
         sim = simulate(model, rec, None)
         assert np.sqrt(np.mean((sim.qpos - rec.qpos) ** 2)) < 0.02
+

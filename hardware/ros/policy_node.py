@@ -2,6 +2,9 @@
 
 It subscribes (sensor-data QoS) to what a robot publishes (see :mod:`.messages`): ``frames/<name>``,
 ``joint_states`` and ``task_state``, for the frames and joints the task's observation terms read.
+A pixel policy's cameras come as ``cameras/<name>/image_raw`` (``sensor_msgs/Image``) or, with
+``image_transport`` compressed, ``cameras/<name>/image_raw/compressed`` (JPEG or PNG), converted
+to the policy's encoding and resized to its resolution (:mod:`.images`).
 It rebuilds the task's observation by running those very terms on a
 :class:`~robolearn.hardware.ros.state_view.RemoteStateView`, runs the policy, passes the action
 through :class:`robolearn.hardware.safety.SafetyLayer` and publishes the command per
@@ -58,7 +61,7 @@ from robolearn.hardware.ros._rclpy import (
     run_node,
     sensor_qos,
 )
-from robolearn.hardware.ros.images import camera_topic, read_image
+from robolearn.hardware.ros.images import TRANSPORTS, FrameReader, camera_topic, message_type
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
@@ -91,11 +94,13 @@ MESSAGE_TYPES = {
 """Message type of each state topic other than ``frames/<name>`` (``nav_msgs/Odometry``)."""
 
 
-STAGES = ("arrival", "read", "observe", "policy", "safety", "publish", "step")
+STAGES = ("arrival", "read", "images", "observe", "policy", "safety", "publish", "step")
 """Stages of one control step timed with ``profile_path`` (ms): ``arrival`` from the stamp of the
 message that completed the sample to its callback (the robot's publishing, DDS transport, rclpy's
 deserialization and the executor's wake-up; in timer mode, the tick's lateness), ``read`` that
-message into the view, ``observe`` the observation terms and the robot state, ``policy``
+message into the view (a camera's: decoded, converted and resized), ``images`` the camera frames the
+step used, each made from its message in its own callback (decode, convert, resize; summed over the
+cameras; 0 for a state policy), ``observe`` the observation terms and the robot state, ``policy``
 normalization and network, ``safety`` the safety layer, ``publish`` encoding and publishing the
 command, ``step`` observe to publish."""
 MAX_PROFILED_STEPS = 200_000
@@ -109,15 +114,15 @@ class StageProfile:
         self.times = np.zeros((steps, len(STAGES)))
         self.count = 0
 
-    def add(self, arrival: float, read: float, marks: Sequence[float]) -> None:
-        """One step: ``marks`` are perf_counter readings (s) at the start and after each of observe,
-        policy, safety and publish."""
+    def add(self, arrival: float, read: float, images: float, marks: Sequence[float]) -> None:
+        """One step: the times (s) before it, and ``marks``, perf_counter readings (s) at the start
+        and after each of observe, policy, safety and publish."""
         if self.count < len(self.times):
             row = self.times[self.count]
-            row[0], row[1] = arrival * 1e3, read * 1e3
+            row[0], row[1], row[2] = arrival * 1e3, read * 1e3, images * 1e3
             for k in range(4):
-                row[2 + k] = (marks[k + 1] - marks[k]) * 1e3
-            row[6] = (marks[4] - marks[0]) * 1e3
+                row[3 + k] = (marks[k + 1] - marks[k]) * 1e3
+            row[7] = (marks[4] - marks[0]) * 1e3
             self.count += 1
 
     def write(self, path: Path) -> None:
@@ -177,6 +182,10 @@ class PolicyNodeParams:
     profile_path: str = ""
     """Write each control step's stage times (ms, see :data:`STAGES`) to this JSON file when the
     node stops; "" keeps none (timing costs a few microseconds a step)."""
+    image_transport: str = "raw"
+    """How a pixel policy's cameras arrive, as image_transport names it: raw (``sensor_msgs/Image`` on
+    ``cameras/<name>/image_raw``) or compressed (``sensor_msgs/CompressedImage``, JPEG or PNG, on
+    ``cameras/<name>/image_raw/compressed``). See docs/ros.md."""
 
     def check(self) -> None:
         """Raise :class:`RosParameterError` naming a bad value."""
@@ -194,6 +203,10 @@ class PolicyNodeParams:
             raise RosParameterError(f"priority must be in 0..99, got {self.priority}")
         if self.cpus:
             parse_cpus(self.cpus)
+        if self.image_transport not in TRANSPORTS:
+            raise RosParameterError(
+                f"image_transport {self.image_transport!r} is not one of {', '.join(TRANSPORTS)}"
+            )
 
 
 def _each_thread(apply: Callable[[int], None]) -> None:
@@ -291,11 +304,17 @@ class PolicyNode:
         """The sources without which the node commands nothing; their oldest stamp feeds the watchdog."""
         # A pixel policy's cameras (issue 13) are required like state topics: a stale camera trips
         # the watchdog as a stale state topic does.
-        self.camera_specs = {camera_topic(c.camera): c for c in self.policy.meta.cameras}
+        transport = params.image_transport
+        self.cameras = {
+            camera_topic(c.camera, transport): FrameReader(c, transport) for c in self.policy.meta.cameras
+        }
+        """Each camera's topic and what turns its messages into the policy's frames."""
         self.frames: dict[str, Any] = {}
-        """The newest checked image of each camera, by the policy's input name."""
-        self.stamps |= dict.fromkeys(self.camera_specs, -math.inf)
-        self.required += list(self.camera_specs)
+        """The newest frame of each camera, by the policy's input name."""
+        self.image_seconds = dict.fromkeys(self.cameras, 0.0)
+        """The time each camera's newest frame took to make from its message (s)."""
+        self.stamps |= dict.fromkeys(self.cameras, -math.inf)
+        self.required += list(self.cameras)
         self.throttled = ThrottledLog()
         self._last_step_count = 0
         self._acted_stamp = -math.inf
@@ -325,9 +344,9 @@ class PolicyNode:
             for src in self.view.sources
         ]
         self.topics = {src: sub.topic_name for src, sub in zip(self.view.sources, self.subs, strict=True)}
-        for src in self.camera_specs:
+        for src in self.cameras:
             image_sub = node.create_subscription(
-                msg("sensor_msgs", "Image"), src, functools.partial(self._received_image, src), sensor_qos()
+                message_type(transport), src, functools.partial(self._received_image, src), sensor_qos()
             )
             self.subs.append(image_sub)
             self.topics[src] = image_sub.topic_name
@@ -367,30 +386,47 @@ class PolicyNode:
                     f"refused {source}", f"ignored a message on {self.topics[source]}: {exc}"
                 )
                 return
-            if self.p.trigger != "observation" or source not in self.required:
-                return
-            newest = self.stamps[source]
-            if newest <= self._acted_stamp or any(self.stamps[s] != newest for s in self.required):
+            if not self._completes(source):
                 return
         self._act(time.time())
 
+    def _completes(self, source: str) -> bool:
+        """Whether, in observation mode, the message just taken from ``source`` completes a new
+        sample: every required source stamped alike, later than the last one acted on."""
+        if self.p.trigger != "observation" or source not in self.required:
+            return False
+        newest = self.stamps[source]
+        return newest > self._acted_stamp and all(self.stamps[s] == newest for s in self.required)
+
     def _default_type(self, source: str) -> tuple[str, str]:
         """The message type of a topic not in :data:`MESSAGE_TYPES`: a camera's or a frame's."""
-        return ("sensor_msgs", "Image") if source in self.camera_specs else ("nav_msgs", "Odometry")
+        if source in self.cameras:
+            return ("sensor_msgs", message_type(self.p.image_transport).__name__)
+        return ("nav_msgs", "Odometry")
 
     def _received_image(self, source: str, m: Any) -> None:
-        """Take a camera's image after checking it is what the policy takes (encoding, resolution)."""
-        spec = self.camera_specs[source]
+        """Take a camera's image as the policy's frame (converted and resized, see
+        :class:`~robolearn.hardware.ros.images.FrameReader`); one it cannot take, or a corrupted
+        one, is counted and logged (rate-limited), never raised. In observation mode, act on a
+        complete new sample."""
+        entered, t0 = time.time(), time.perf_counter()
+        reader = self.cameras[source]
         try:
-            frame, stamp = read_image(m, spec)
+            frame, stamp = reader(m)  # outside the lock: decoding must not hold up the control loop
         except MessageError as exc:
             with self._lock:
                 self.counts["rejected_messages"] += 1
             self.throttled.warning(f"refused {source}", f"ignored a message on {self.topics[source]}: {exc}")
             return
+        read = time.perf_counter() - t0
         with self._lock:
-            self.frames[spec.name] = frame
+            self.frames[reader.spec.name] = frame
             self.stamps[source] = stamp
+            self.image_seconds[source] = read
+            self._arrival = (entered - stamp, read)
+            if not self._completes(source):
+                return
+        self._act(time.time())
 
     def _on_estop(self, m: Any) -> None:
         if m.data:
@@ -435,7 +471,8 @@ class PolicyNode:
             self.view.record_action(command)
             self.counts["commands"] += 1
             if self.profile is not None:
-                self.profile.add(*(arrival or self._arrival), (t0, t1, t2, t3, t4))
+                images = sum(self.image_seconds.values())
+                self.profile.add(*(arrival or self._arrival), images, (t0, t1, t2, t3, t4))
         if t4 - t0 > self.period:
             self.counts["deadline_misses"] += 1
             self.throttled.warning(
@@ -459,8 +496,7 @@ class PolicyNode:
         missing = [s for s in self.required if self.stamps[s] == -math.inf]
         if missing:
             expected = ", ".join(
-                f"{self.topics[s]} ({'/'.join(MESSAGE_TYPES.get(s, self._default_type(s)))})"
-                for s in missing
+                f"{self.topics[s]} ({'/'.join(MESSAGE_TYPES.get(s, self._default_type(s)))})" for s in missing
             )
             self.throttled.warning(
                 "missing",

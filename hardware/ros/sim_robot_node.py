@@ -9,7 +9,10 @@ whenever a command arrives):
   (``nav_msgs/Odometry``) for each frame the task's observation terms read (the Panda's tool, the
   drone's body, the car's base, objects such as the cube), ``joint_states``
   (``sensor_msgs/JointState``), and ``task_state`` (goal, waypoints, impedance target, ...; on a
-  real robot an operator or perception node publishes these);
+  real robot an operator or perception node publishes these); for a task with cameras, each
+  camera's image as image_transport publishes a camera: ``cameras/<name>/image_raw``
+  (``sensor_msgs/Image``, ``rgb8``) and ``cameras/<name>/image_raw/compressed``
+  (``sensor_msgs/CompressedImage``, ``compressed_format``; encoded only while someone subscribes);
 - measures the task's success from the robot's side, resets episodes with the task's reset events
   and publishes each outcome on ``episode`` (``std_msgs/String``, JSON); after ``episodes``
   episodes it writes a JSON summary to ``summary_path`` (if set) and exits;
@@ -39,7 +42,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +58,13 @@ from robolearn.hardware.ros._rclpy import (
     sensor_qos,
 )
 from robolearn.hardware.ros.bag import BagRecorder
-from robolearn.hardware.ros.images import camera_topic, image_msg
+from robolearn.hardware.ros.images import (
+    COMPRESSED_FORMATS,
+    camera_topic,
+    compressed_image_msg,
+    image_msg,
+    message_type,
+)
 from robolearn.hardware.ros.messages import (
     MessageError,
     TaskStateLayout,
@@ -124,6 +133,13 @@ class SimRobotParams:
     self_reset: bool = True
     """Start the next episode when one ends; false: hold until a request on ``reset`` (training on a
     robot: the trainer ends episodes and asks for resets, docs/ros.md)."""
+    compressed_format: str = "jpeg"
+    """Codec of each camera's ``image_raw/compressed`` topic: jpeg or png (image_transport's
+    ``format`` parameter)."""
+    jpeg_quality: int = 95
+    """JPEG quality, 1 to 100 (image_transport's default 95)."""
+    png_level: int = 3
+    """PNG compression level, 0 to 9 (image_transport's default 3)."""
 
     def check(self) -> TaskCfg:
         """The task's definition; raise :class:`RosParameterError` naming a bad value."""
@@ -133,6 +149,15 @@ class SimRobotParams:
             raise RosParameterError("episodes, obs_latency_ms and obs_noise must not be negative")
         if not 0.0 <= self.drop_rate < 1.0:
             raise RosParameterError(f"drop_rate must be in [0, 1), got {self.drop_rate}")
+        if self.compressed_format not in COMPRESSED_FORMATS:
+            raise RosParameterError(
+                f"compressed_format {self.compressed_format!r} is not one of {', '.join(COMPRESSED_FORMATS)}"
+            )
+        if not 1 <= self.jpeg_quality <= 100 or not 0 <= self.png_level <= 9:
+            raise RosParameterError(
+                f"jpeg_quality must be in 1..100 and png_level in 0..9, "
+                f"got {self.jpeg_quality} and {self.png_level}"
+            )
         return make_task_cfg(self.task)
 
 
@@ -172,6 +197,7 @@ class RobotReport:
 
     ``noise`` (from :func:`measurement_noise`, scaled) adds Gaussian noise drawn from ``rng`` to the
     measured quantities; orientations get a small random rotation of that many radians per axis.
+    Cameras are reported raw and compressed with ``codec`` (``jpeg_quality``, ``png_level``).
     """
 
     def __init__(
@@ -179,6 +205,9 @@ class RobotReport:
         cfg: TaskCfg,
         noise: dict[tuple[str, str, str], float] | None = None,
         rng: np.random.Generator | None = None,
+        codec: str = "jpeg",
+        jpeg_quality: int = 95,
+        png_level: int = 3,
     ) -> None:
         self.frames = tracked_frames(cfg)
         self.joints = published_joints(cfg)
@@ -186,6 +215,7 @@ class RobotReport:
         self.noise = {k: v for k, v in (noise or {}).items() if v > 0}
         self.rng = rng or np.random.default_rng()
         self.cameras = list(cfg.cameras)
+        self.codec, self.jpeg_quality, self.png_level = codec, jpeg_quality, png_level
 
     def topics(self) -> dict[str, Any]:
         """Topic to message class."""
@@ -193,15 +223,17 @@ class RobotReport:
         if self.joints:
             out["joint_states"] = msg("sensor_msgs", "JointState")
         out["task_state"] = msg("std_msgs", "Float64MultiArray")
-        out |= {camera_topic(c): msg("sensor_msgs", "Image") for c in self.cameras}
+        for transport in ("raw", "compressed"):
+            out |= {camera_topic(c, transport): message_type(transport) for c in self.cameras}
         return out
 
     def _noisy(self, key: tuple[str, str, str], value: FloatArray) -> FloatArray:
         std = self.noise.get(key, 0.0)
         return value + self.rng.normal(0.0, std, value.shape) if std > 0 else value
 
-    def messages(self, env: TaskWorlds, t: float) -> dict[str, Any]:
-        """World 0 of ``env`` now, stamped ``t`` (s since the epoch)."""
+    def messages(self, env: TaskWorlds, t: float, skip: Collection[str] = ()) -> dict[str, Any]:
+        """World 0 of ``env`` now, stamped ``t`` (s since the epoch); camera topics in ``skip`` are
+        not made (a compressed topic nobody subscribes to)."""
         sim = env.sim
         out = {}
         for f in self.frames:
@@ -225,7 +257,12 @@ class RobotReport:
         if self.cameras:  # each camera's image of world 0 (issue 13)
             images = render_cameras(env)
             for c in self.cameras:
-                out[camera_topic(c)] = image_msg(images[c + RGB][0], t, c)
+                frame = images[c + RGB][0]
+                out[camera_topic(c)] = image_msg(frame, t, c)
+                if camera_topic(c, "compressed") not in skip:
+                    out[camera_topic(c, "compressed")] = compressed_image_msg(
+                        frame, t, c, self.codec, self.jpeg_quality, self.png_level
+                    )
         return out
 
 
@@ -259,7 +296,14 @@ class SimRobotNode:
         self.robot.connect()  # the first episode starts
         self.rng = np.random.default_rng(np.random.SeedSequence([params.seed, 1]))
         noise = measurement_noise(self.cfg) if params.obs_noise else {}
-        self.report = RobotReport(self.cfg, {k: v * params.obs_noise for k, v in noise.items()}, self.rng)
+        self.report = RobotReport(
+            self.cfg,
+            {k: v * params.obs_noise for k, v in noise.items()},
+            self.rng,
+            params.compressed_format,
+            params.jpeg_quality,
+            params.png_level,
+        )
         self.period = self.cfg.control_dt
         self.latency = params.obs_latency_ms / 1000.0
 
@@ -277,6 +321,7 @@ class SimRobotNode:
 
         sensor = sensor_qos()
         self.pubs = {t: node.create_publisher(cls, t, sensor) for t, cls in self.report.topics().items()}
+        self.compressed_topics = [camera_topic(c, "compressed") for c in self.report.cameras]
         self.episode_pub = node.create_publisher(msg("std_msgs", "String"), "episode", 10)
         self.ready_pub = node.create_publisher(msg("std_msgs", "UInt64"), "ready", latched_qos())
         self.reset_sub = node.create_subscription(
@@ -389,7 +434,14 @@ class SimRobotNode:
                     self._held = True
                 self._finish_episode(outcome)
         worlds = self.robot.worlds
-        sample = [(self.pubs[t], m) for t, m in self.report.messages(worlds, time.time()).items()]
+        # As image_transport does, compress a camera's image only for someone who reads it (or the bag).
+        idle = [
+            t
+            for t in self.compressed_topics
+            if self.bag is None and self.pubs[t].get_subscription_count() == 0
+        ]
+        messages = self.report.messages(worlds, time.time(), skip=idle)
+        sample = [(self.pubs[t], m) for t, m in messages.items()]
         if ready is not None:  # after the new episode's first sample, with its latency
             sample.append((self.ready_pub, msg("std_msgs", "UInt64")(data=ready)))
         if self.latency > 0:

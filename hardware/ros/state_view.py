@@ -31,8 +31,9 @@ from robolearn.hardware.ros.messages import (
     read_task_state_cdr,
     stamp_seconds,
 )
+from robolearn.sim import host_xp
 from robolearn.sim.backend import FloatArray
-from robolearn.tasks.core import Observation, ObsTerm, TaskCfg
+from robolearn.tasks.core import Observation, ObsTerm, TaskCfg, TermConstants
 
 
 @dataclass
@@ -167,7 +168,7 @@ class RemoteSim:
         return self.jvel[None, self._index(joints)]
 
 
-class RemoteStateView:
+class RemoteStateView(TermConstants):
     """One world of a task as observation terms see it, filled from messages (see the module doc).
 
     ``action`` and ``prev_action`` are the last two commands this side sent; they go back to the
@@ -178,7 +179,7 @@ class RemoteStateView:
         self.cfg = cfg
         self.num_envs = 1
         # The host's arrays, as the simulator's host backends have them (terms compute with xp).
-        self.xp: Any = np
+        self.xp: Any = host_xp
         self.device: Any = None
         self.float_dtype: Any = np.float64
         self.sim = RemoteSim(frames, joints)

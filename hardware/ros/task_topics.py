@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from robolearn.errors import RobolearnError
+from robolearn.hardware.ros.images import camera_topic
 from robolearn.hardware.ros.messages import COMMAND_TYPES, TaskStateLayout
 from robolearn.hardware.ros.state_view import required_sources, tracked_frames, tracked_joints
 from robolearn.tasks import make_task_cfg, task_names
@@ -42,6 +43,8 @@ class TaskTopics:
     """``task_state`` labels and sizes, in order."""
     command_types: list[str]
     """Command types, the default first."""
+    cameras: list[tuple[str, int, int]]
+    """Each camera's raw topic, width and height (a pixel policy requires those it reads)."""
 
 
 def task_topics(cfg: TaskCfg) -> TaskTopics:
@@ -56,14 +59,14 @@ def task_topics(cfg: TaskCfg) -> TaskTopics:
         required=required_sources(cfg),
         segments=list(zip(layout.labels, layout.sizes, strict=True)),
         command_types=[c.name for c in COMMAND_TYPES[cfg.embodiment]],
+        cameras=[(camera_topic(n), c.width, c.height) for n, c in cfg.cameras.items()],
     )
 
 
 def deployable_tasks() -> list[TaskCfg]:
-    """The registered tasks ROS 2 deployment supports: of an arm, drone or car, without cameras
-    (no image topic carries their observations yet)."""
+    """The registered tasks ROS 2 deployment supports: of an arm, drone or car."""
     cfgs = [make_task_cfg(name) for name in task_names()]
-    return [c for c in cfgs if c.embodiment in COMMAND_TYPES and not c.cameras]
+    return [c for c in cfgs if c.embodiment in COMMAND_TYPES]
 
 
 def _code(items: Sequence[str]) -> str:
@@ -82,8 +85,9 @@ def markdown() -> str:
         joints = _code(t.joints)
         if t.joints and "joint_states" not in t.required:
             joints += " (optional: no observation term reads them)"
+        required = ", ".join([_code(t.required), *(f"`{c}` ({w}x{h})" for c, w, h in t.cameras)])
         rows.append(
-            f"| `{t.task}` | {t.control_hz:g} Hz | {_code(t.required)} | {segments} | {joints} | "
+            f"| `{t.task}` | {t.control_hz:g} Hz | {required} | {segments} | {joints} | "
             f"{_code(t.command_types)} |"
         )
     return "\n".join([BEGIN, *rows, END])

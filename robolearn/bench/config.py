@@ -19,8 +19,10 @@ SimPart = Literal["ant", "panda", "single", "render", "gpu"]
 SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render", "gpu")
 DEFAULT_SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render")
 """Every part but gpu, which needs CUDA (issue 14)."""
-LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym"]
-LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym")
+Embodiment = Literal["arm", "drone", "car", "arm_pixels"]
+"""What the transfer benchmark deploys (``arm_pixels``: the pick-cube task from cameras)."""
+LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu"]
+LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu")
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
@@ -70,7 +72,8 @@ class LearnBenchCfg:
     """Parts to run: throughput (learner updates/s against Stable-Baselines3, and a Walker2d training run's
     wall-clock against SB3's), pick_cube (env steps and minutes to 90% success), offline_to_online (Cal-QL
     and IQL with WSRL against RLPD and SAC from scratch on a mixed-quality pick-cube dataset), gym
-    (Walker2d-v5 and HalfCheetah-v5 returns against SB3's SAC)."""
+    (Walker2d-v5 and HalfCheetah-v5 returns against SB3's SAC), gpu (wall-clock minutes to 90% on
+    pick-cube with the whole loop on one CUDA device, issue 14; CUDA only)."""
     seeds: int = 5
     """Training runs of the pick_cube part, seeds ``seed``, ``seed + 1``, ..."""
     steps: int = 20_000
@@ -109,6 +112,10 @@ class LearnBenchCfg:
     """gym: environment steps of each Walker2d-v5 and HalfCheetah-v5 run (robolearn's and SB3's)."""
     gym_seeds: int = 3
     """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
+    gpu_parallel: Literal["small", "medium", "large"] = "medium"
+    """gpu: the ``--parallel`` preset of the massively parallel run (beside the sample-efficient one)."""
+    gpu_steps: int = 3_000_000
+    """gpu: environment step budget of the parallel run (the sample-efficient run's is ``steps``)."""
     updates: int = 200
     """Gradient updates per timed round of a throughput contender."""
     rounds: int = 5
@@ -140,6 +147,7 @@ class LearnBenchCfg:
             "online_steps",
             "gym_steps",
             "gym_seeds",
+            "gpu_steps",
         ):
             check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)
         check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
@@ -172,6 +180,12 @@ class DeployBenchCfg:
     """Samples timed in the latency run (after 50 of warm-up)."""
     jitter_seconds: float = 10.0
     """Length of each jitter run (s)."""
+    pixel_samples: int = 300
+    """Samples timed in each pixel-policy latency run (panda_pick_cube_pixels, its two cameras sent
+    raw, then JPEG-compressed); 0: no pixel runs."""
+    camera_size: tuple[int, int] | None = None
+    """Width and height the stand-in robot's cameras render at in the pixel runs; None: the policy's
+    own, as sim_robot_node publishes (another size adds policy_node's resizing, e.g. 640 480)."""
     priority: int = 50
     """SCHED_FIFO priority of policy_node and of this process's robot stand-in, as a real-time
     deployment runs them (0: the normal scheduler, where other jobs on the machine delay both)."""
@@ -187,6 +201,9 @@ class DeployBenchCfg:
         check_widths("--hidden", self.hidden)
         check_range("--latency-samples", self.latency_samples, 1)
         check_range("--jitter-seconds", self.jitter_seconds, 0, 3_600, low_open=True)
+        check_range("--pixel-samples", self.pixel_samples, 0)
+        if self.camera_size is not None and not all(8 <= n <= 4096 for n in self.camera_size):
+            raise ConfigError(f"--camera-size {self.camera_size}: width and height must each be in [8, 4096]")
         check_range("--priority", self.priority, 0, 99)  # SCHED_FIFO priorities run 1 to 99
         if self.work_dir is not None:
             check_output_dir("--work-dir", self.work_dir)
@@ -203,6 +220,12 @@ class TransferBenchCfg:
     """quadrotor_hover policy, as ``arm_policy``."""
     car_policy: str | None = None
     """car_checkpoints policy, as ``arm_policy``."""
+    embodiments: tuple[Embodiment, ...] = ("arm", "drone", "car", "arm_pixels")
+    """Which to deploy: ``arm_pixels`` is a pixel policy (issue 13), ``panda_pick_cube_pixels`` with
+    its cameras rendered by PyBullet and sent as images over ROS 2."""
+    pixel_policy: str | None = None
+    """panda_pick_cube_pixels policy: an exported pixel policy folder, or a distill run folder (its
+    ``policy/``); None distills one here from the state task's expert (DAgger on the cameras)."""
     episodes: int = 20
     """Episodes over ROS 2 on PyBullet, per embodiment (in real time: 5 to 10 s each for drone and car)."""
     mujoco_episodes: int = 100

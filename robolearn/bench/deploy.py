@@ -21,6 +21,15 @@ The latency run also times each stage inside policy_node (its ``profile_path``, 
 :data:`robolearn.hardware.ros.policy_node.STAGES`): the summary has p50 and p99 of each, and the
 remainder of the latency (the command's way back to the robot) as ``stage_return_p50_ms``.
 
+- ``pixels``: the latency run again for a pixel policy (issue 13) of ``panda_pick_cube_pixels``
+  (its wrist and scene cameras and proprioception; an untrained network of the size
+  ``train_pixels`` makes, unless one is given), the robot's cameras sent with each sample, once
+  raw (``sensor_msgs/Image``) and once JPEG-compressed (``image_transport`` compressed, quality 95),
+  at the policy's resolution or ``camera_size`` (policy_node then resizes). Samples go out every
+  control period of the task (20 ms). Summary keys ``pixels_<raw|compressed>_latency_p50_ms``,
+  ``..._p99_ms``, ``..._stage_<stage>_p50_ms`` (the ``images`` stage: decoding, converting and
+  resizing the frames), ``..._image_bytes`` (one camera's image as sent) and ``pixels_policy_ms_p50``.
+
 Goals (issue 18): latency p99 at most 1 ms, jitter p99 at most 0.5 ms. What the machine offers for
 them (a real-time kernel, isolated CPUs, SCHED_FIFO granted) is in the summary's ``realtime``;
 figures from a shared machine are noisy, and its load average at the start is in the summary too.
@@ -29,6 +38,7 @@ figures from a shared machine are noisy, and its load average at the start is in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -47,8 +57,12 @@ import torch
 from robolearn.bench.config import DeployBenchCfg
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.envs.task_env import TaskEnv
+from robolearn.policy.encoders import ObservationEncoder
 from robolearn.policy.export import export_policy
 from robolearn.policy.meta import read_meta
+from robolearn.policy.network import Actor
+from robolearn.policy.pixel_export import export_pixel_policy
+from robolearn.policy.pixel_network import PixelPolicy
 from robolearn.policy.runtime import ExportedPolicy, load_exported
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg
@@ -63,6 +77,7 @@ JITTER_RUNS = (("panda_reach", 100.0), ("quadrotor_hover", 50.0), ("car_checkpoi
 STAGE_NOTES = {
     "arrival": "stamp to callback: publishing, DDS, deserialization, executor wake-up",
     "read": "the sample's last message into the view",
+    "images": "camera frames: decode, convert, resize (summed)",
     "observe": "observation terms and robot state",
     "policy": "normalization and network",
     "safety": "safety layer",
@@ -73,6 +88,11 @@ STAGE_NOTES = {
 LATENCY_TASK = "panda_reach"
 LATENCY_PERIOD = 0.01
 """Seconds between samples of the latency run."""
+WATCHDOG_OFF_S = 3600.0
+"""policy_node's watchdog timeout in the latency runs (s): longer than any run."""
+PIXEL_TASK = "panda_pick_cube_pixels"
+"""Task of the pixel-policy runs (its samples go out every control period)."""
+PIXEL_TRANSPORTS = ("raw", "compressed")
 
 
 # -- policies ------------------------------------------------------------------------------------
@@ -99,15 +119,35 @@ def make_mlp_policy(task: str, hidden: tuple[int, ...], folder: Path) -> Path:
     return export_policy(Path(summary["run_dir"]), folder / f"{task}-policy", onnx=onnx)
 
 
+def make_pixel_policy(task: str, hidden: tuple[int, ...], folder: Path) -> Path:
+    """An untrained pixel policy for ``task`` of the size ``train_pixels`` makes (a DrQ encoder of 50
+    features per camera, the state terms, an actor of ``hidden``), exported to
+    ``folder/<task>-policy``: timing needs the network's size, not its skill."""
+    env = TaskEnv(make_task_cfg(task), "mujoco", 1, seed=0)
+    images = {k: spec.shape for k, spec in env.image_specs.items()}
+    encoder = ObservationEncoder(images, dict(env.observation_sizes))
+    torch.manual_seed(0)
+    actor = Actor(encoder.feature_dim, len(env.cfg.action.names), hidden)
+    policy = PixelPolicy(encoder, actor, env.cfg.action.low, env.cfg.action.high)
+    onnx = importlib.util.find_spec("onnx") is not None
+    out = export_pixel_policy(policy, env.cfg, folder / f"{task}-policy", onnx=onnx, source="untrained")
+    env.close()
+    return out
+
+
 def _policies(cfg: DeployBenchCfg, folder: Path, progress: Callable[[str], None]) -> dict[str, Path]:
     given = {read_meta(p).task: p for p in cfg.policies}
     out = {}
-    for task in dict.fromkeys([LATENCY_TASK, *(t for t, _ in JITTER_RUNS)]):
+    pixels = [PIXEL_TASK] if cfg.pixel_samples else []
+    for task in dict.fromkeys([LATENCY_TASK, *(t for t, _ in JITTER_RUNS), *pixels]):
         made = folder / f"{task}-policy"
         if task in given:
             out[task] = given[task]
         elif (made / "policy.json").is_file():  # made by an earlier run in the same --work-dir
             out[task] = made
+        elif task == PIXEL_TASK:
+            progress(f"making an untrained pixel policy for {task} (actor {'x'.join(map(str, cfg.hidden))})")
+            out[task] = make_pixel_policy(task, cfg.hidden, folder)
         else:
             progress(f"making a {'x'.join(map(str, cfg.hidden))} MLP policy for {task}")
             out[task] = make_mlp_policy(task, cfg.hidden, folder)
@@ -121,24 +161,33 @@ class StandInRobot:
     The messages are those ``sim_robot_node`` publishes, serialized once: each sample only writes
     its stamp into the bytes and publishes them, as a robot's C++ driver costs little per message
     (rclpy takes about 0.08 ms to convert and serialize an ``Odometry``, all of it before the next
-    message of the sample can go out).
+    message of the sample can go out). A task's cameras go out on ``image_transport`` only (raw or
+    compressed, JPEG); ``cameras`` false leaves them out (a camera that went silent). Commands are
+    heard as ``command_type`` ("": the embodiment's default).
     """
 
-    def __init__(self, node: Any, cfg: TaskCfg) -> None:
+    def __init__(self, node: Any, cfg: TaskCfg, image_transport: str = "raw", command_type: str = "") -> None:
         from robolearn.hardware.ros._rclpy import command_qos, sensor_qos
+        from robolearn.hardware.ros.images import TRANSPORTS, camera_topic
         from robolearn.hardware.ros.messages import make_codec
         from robolearn.hardware.ros.sim_robot_node import RobotReport
 
         env = TaskEnv(cfg, "mujoco", 1, seed=0)
         env.reset(seed=0)
         report = RobotReport(cfg)
-        messages = report.messages(env, STAMP_MARK)
+        other = {camera_topic(c, t) for c in cfg.cameras for t in TRANSPORTS if t != image_transport}
+        messages = {t: m for t, m in report.messages(env, STAMP_MARK).items() if t not in other}
         env.close()
+        self.camera_topics = [camera_topic(c, image_transport) for c in cfg.cameras]
+        self.sizes = {t: len(messages[t].data) for t in self.camera_topics}
+        """Bytes of each camera's image."""
+        self.cameras = True
         self.serialized = {t: _StampedBytes(m) for t, m in messages.items()}
-        self.pubs = {t: node.create_publisher(cls, t, sensor_qos()) for t, cls in report.topics().items()}
+        topics = report.topics()
+        self.pubs = {t: node.create_publisher(topics[t], t, sensor_qos()) for t in messages}
         self.arrivals: list[float] = []
         self.arrived = threading.Event()
-        command = make_codec(cfg).roles()["command"]
+        command = make_codec(cfg, command_type).roles()["command"]
         self.sub = node.create_subscription(command, "command", self._on_command, command_qos())
 
     def _on_command(self, m: Any) -> None:
@@ -149,7 +198,8 @@ class StandInRobot:
         """Publish the state stamped now; returns the stamp."""
         t = time.time()
         for topic, pub in self.pubs.items():
-            pub.publish(self.serialized[topic].stamped(t))
+            if self.cameras or topic not in self.camera_topics:
+                pub.publish(self.serialized[topic].stamped(t))
         return t
 
 
@@ -357,13 +407,126 @@ def _pinned(pin: bool) -> Iterator[str]:
         pin_to_cpus(usable)
 
 
+class LatencyRun:
+    """Latency runs of one policy (``trigger: observation``): policy_node started with
+    ``node_params`` for each, a stand-in robot publishing a sample every period."""
+
+    def __init__(self, policy: Path, node_params: dict[str, Any], domain: int, folder: Path) -> None:
+        self.policy, self.node_params, self.domain, self.folder = policy, node_params, domain, folder
+
+    def measure(
+        self, part: str, task_cfg: TaskCfg, samples: int, period: float, image_transport: str = "raw"
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The summary's latency and stage keys (unprefixed) and the table rows: the latency, then
+        each stage (a state policy has no ``images`` row) and the way back."""
+        from robolearn.hardware.ros.harness import local_node
+        from robolearn.hardware.ros.policy_node import STAGES
+
+        name = part.replace(" ", "-")
+        profile = self.folder / f"{name}-stages.json"
+        # The watchdog's stop commands must not pass for answers: a sample the node never completes
+        # (a lost image) stays unanswered, rather than answered by a stop at the next tick.
+        params = {"trigger": "observation", "rate_hz": 1 / period, "profile_path": str(profile),
+                  "image_transport": image_transport, "watchdog_timeout": WATCHDOG_OFF_S,
+                  **self.node_params}  # fmt: skip
+        with (
+            local_node("bench_robot", self.domain) as node,
+            _policy_node(self.policy, params, self.domain, self.folder / f"{name}-policy_node.log"),
+        ):
+            robot = StandInRobot(node, task_cfg, image_transport)
+            sizes = list(robot.sizes.values())
+            try:
+                _wait_for_commands(robot, period)
+                latencies, missed = measure_latency(robot, samples, period=period)
+            except RuntimeError:
+                if not task_cfg.cameras:
+                    raise
+                latencies, missed = [], samples
+        task = task_cfg.name
+        if not latencies and task_cfg.cameras:
+            # Large frames over best-effort DDS can all lose a fragment: a figure in itself.
+            note = "no sample answered: every one lost an image on the way (see docs/ros.md)"
+            empty = {
+                "latency_p50_ms": None,
+                "latency_p99_ms": None,
+                "latency_max_ms": None,
+                "latency_samples": 0,
+                "latency_unanswered": samples,
+                "image_bytes": float(np.mean(sizes)),
+            }
+            return empty, [{"part": part, "task": task, "rate_hz": 1 / period, "samples": 0, "note": note}]
+        if not latencies:
+            raise RuntimeError(f"{part}: no command answered a sample within {period * 1e3:g} ms")
+        lat = _percentiles(latencies)
+        note = f"{missed} samples unanswered within {period * 1e3:g} ms"
+        rows = [{"part": part, "task": task, "rate_hz": 1 / period, **lat, "samples": len(latencies),
+                 "note": note}]  # fmt: skip
+        stages = stage_breakdown(profile, samples, lat["p50"])
+        for stage in STAGES:
+            if stage != "images" or task_cfg.cameras:
+                rows.append({"part": f"  {stage}", "task": task, "p50": stages[f"stage_{stage}_p50_ms"],
+                             "p99": stages[f"stage_{stage}_p99_ms"], "note": STAGE_NOTES[stage]})  # fmt: skip
+        rows.append({"part": "  return", "task": task, "p50": stages["stage_return_p50_ms"],
+                     "note": "latency p50 less the stages' p50: the command's way back"})  # fmt: skip
+        step_ms = np.asarray(json.loads(profile.read_text())["step"][-samples:])
+        summary = stages | {
+            "latency_deadline_misses": int((step_ms > period * 1e3).sum()),
+            "latency_p50_ms": lat["p50"],
+            "latency_p99_ms": lat["p99"],
+            "latency_max_ms": lat["max"],
+            "latency_samples": len(latencies),
+            "latency_unanswered": missed,
+        }
+        if sizes:
+            summary["image_bytes"] = float(np.mean(sizes))  # of one camera's image, as sent
+        return summary, rows
+
+
+def camera_sized(task_cfg: TaskCfg, size: tuple[int, int] | None) -> TaskCfg:
+    """``task_cfg`` with every camera rendering ``size`` (width, height) pixels; None: as it is."""
+    if size is None:
+        return task_cfg
+    w, h = size
+    cameras = {n: dataclasses.replace(c, width=w, height=h) for n, c in task_cfg.cameras.items()}
+    return dataclasses.replace(task_cfg, cameras=cameras)
+
+
+def _pixel_runs(
+    cfg: DeployBenchCfg,
+    policy: Path,
+    node_params: dict[str, Any],
+    domain: int,
+    folder: Path,
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The pixel policy's latency with raw and with JPEG-compressed camera images (see the module doc)."""
+    meta = read_meta(policy)
+    robot_cfg = camera_sized(make_task_cfg(meta.task), cfg.camera_size)
+    period = robot_cfg.control_dt
+    sizes = sorted({f"{c.width}x{c.height}" for c in robot_cfg.cameras.values()})
+    summary: dict[str, Any] = {"pixels_task": meta.task, "pixels_cameras": [c.camera for c in meta.cameras],
+                               "pixels_camera_size": sizes, "pixels_period_ms": period * 1e3}  # fmt: skip
+    compute = policy_compute_ms(load_exported(policy, cfg.runtime), meta.task, calls=200)
+    rows = [{"part": "pixel policy alone", "task": meta.task, **compute, "samples": 200,
+             "note": "the network in this process, back to back"}]  # fmt: skip
+    summary |= {"pixels_policy_ms_p50": compute["p50"], "pixels_policy_ms_p99": compute["p99"]}
+    run = LatencyRun(policy, node_params, domain, folder)
+    for transport in PIXEL_TRANSPORTS:
+        progress(f"pixels: {cfg.pixel_samples} samples of {meta.task}, cameras {' '.join(sizes)} {transport}")
+        lat, part_rows = run.measure(f"pixels {transport}", robot_cfg, cfg.pixel_samples, period, transport)
+        part_rows[0]["note"] += f"; {len(meta.cameras)} cameras {' '.join(sizes)} {transport}"
+        rows += part_rows
+        summary |= {f"pixels_{transport}_{k}": v for k, v in lat.items()}
+    return rows, summary
+
+
 # -- the run -------------------------------------------------------------------------------------
 def run_deploy_bench(
     cfg: DeployBenchCfg, progress: Callable[[str], None] = log.info
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run both parts; the table rows and the summary (the JSON the command prints last)."""
+    """Run the parts; the table rows and the summary (the JSON the command prints last)."""
     from robolearn.hardware.ros.harness import local_node, private_domain
-    from robolearn.hardware.ros.policy_node import STAGES, set_realtime_priority
+    from robolearn.hardware.ros.policy_node import set_realtime_priority
 
     cfg.check()
     info = machine_info()
@@ -384,41 +547,23 @@ def run_deploy_bench(
         latency_policy = load_exported(policies[LATENCY_TASK], cfg.runtime)
         compute = policy_compute_ms(latency_policy, LATENCY_TASK)
         node_params = {"runtime": cfg.runtime, "priority": cfg.priority, "cpus": node_cpus}
-        profile = folder / "latency-stages.json"
-        params = {"trigger": "observation", "rate_hz": 100.0, "profile_path": str(profile), **node_params}
-        with (
-            local_node("bench_robot", domain) as node,
-            _policy_node(policies[LATENCY_TASK], params, domain, folder / "latency-policy_node.log"),
-        ):
-            robot = StandInRobot(node, make_task_cfg(LATENCY_TASK))
-            _wait_for_commands(robot, LATENCY_PERIOD)
-            latencies, missed = measure_latency(robot, cfg.latency_samples)
-        if not latencies:
-            raise RuntimeError("no command answered a sample within 10 ms")
-        lat = _percentiles(latencies)
-        note = f"{missed} samples unanswered within 10 ms"
-        rows.append({"part": "latency", "task": LATENCY_TASK, "rate_hz": 1 / LATENCY_PERIOD, **lat,
-                     "samples": len(latencies), "note": note})  # fmt: skip
+        run = LatencyRun(policies[LATENCY_TASK], node_params, domain, folder)
+        lat, part_rows = run.measure(
+            "latency", make_task_cfg(LATENCY_TASK), cfg.latency_samples, LATENCY_PERIOD
+        )
+        rows += part_rows[:1]
         rows.append({"part": "policy alone", "task": LATENCY_TASK, **compute, "samples": 1000,
                      "note": "the network in this process, back to back"})  # fmt: skip
-        stages = stage_breakdown(profile, cfg.latency_samples, lat["p50"])
-        for stage in STAGES:
-            rows.append({"part": f"  {stage}", "task": LATENCY_TASK, "p50": stages[f"stage_{stage}_p50_ms"],
-                         "p99": stages[f"stage_{stage}_p99_ms"], "note": STAGE_NOTES[stage]})  # fmt: skip
-        rows.append({"part": "  return", "task": LATENCY_TASK, "p50": stages["stage_return_p50_ms"],
-                     "note": "latency p50 less the stages' p50: the command's way back"})  # fmt: skip
-        step_ms = np.asarray(json.loads(profile.read_text())["step"][-cfg.latency_samples :])
-        summary |= stages
-        summary |= {
-            "latency_deadline_misses": int((step_ms > LATENCY_PERIOD * 1e3).sum()),
-            "latency_p50_ms": lat["p50"],
-            "latency_p99_ms": lat["p99"],
-            "latency_max_ms": lat["max"],
-            "latency_samples": len(latencies),
-            "latency_unanswered": missed,
-            "policy_ms_p50": compute["p50"],
-            "policy_ms_p99": compute["p99"],
-        }
+        rows += part_rows[1:]
+        summary |= lat
+        summary |= {"policy_ms_p50": compute["p50"], "policy_ms_p99": compute["p99"]}
+
+        if cfg.pixel_samples:
+            pixel_rows, pixel_summary = _pixel_runs(
+                cfg, policies[PIXEL_TASK], node_params, domain, folder, progress
+            )
+            rows += pixel_rows
+            summary |= pixel_summary
 
         jitter_p99 = []
         for task, rate in JITTER_RUNS:

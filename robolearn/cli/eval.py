@@ -31,11 +31,11 @@ class EvalCmd:
     policy: Literal["scripted", "random"] = "scripted"
     """For a task name: the task's scripted expert, or uniform random actions."""
     backend: BackendName = "mujoco"
-    """Simulator: MuJoCo one world, MuJoCo batched, or PyBullet."""
+    """Simulator: MuJoCo one world, MuJoCo batched, PyBullet, or MuJoCo Warp (a GPU, or Warp's CPU device)."""
     episodes: int = 50
     """Number of episodes."""
     num_envs: int = 1
-    """Parallel worlds (more than one needs ``--backend mujoco_batch`` or pybullet)."""
+    """Parallel worlds (more than one needs ``--backend mujoco_batch``, pybullet or mujoco_warp)."""
     seed: int = 0
     """Seed of the reset distribution."""
     randomize: bool = False

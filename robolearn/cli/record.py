@@ -17,6 +17,17 @@ __all__ = ["RecordCmd", "run_record"]
 
 def run_record(cmd: RecordCmd) -> None:
     """``robolearn record``: a live progress line, then a summary line and one JSON object."""
+    if cmd.excitation:  # system identification's recording, under record's name (issue 19)
+        from robolearn.cli.sysid import SysidCmd, run_sysid
+
+        cmd.check()
+        amplitude = cmd.amplitude if cmd.amplitude is not None else (0.04 if cmd.ros else 0.8)
+        excite = SysidCmd(
+            cmd.task, record=cmd.dataset, ros=cmd.ros, episodes=cmd.episodes, amplitude=amplitude
+        )
+        excite.check()
+        run_sysid(excite)
+        return
     from tqdm import tqdm
 
     from robolearn.hil.record import record  # pyarrow: only when recording

@@ -36,9 +36,11 @@ def run_reward_train(cmd: RewardTrainCmd) -> None:
     summary = train_reward_classifier(cmd)
     held = summary["held_out"]
     print(
-        f"reward classifier trained on {summary['train_episodes']} episodes: held-out precision "
-        f"{_show(held['precision'])}, recall {_show(held['recall'])} over {summary['held_out_episodes']} "
-        f"episodes ({held['frames']} frames, {held['positives']} successes); saved to {summary['out']}"
+        f"reward classifier trained on {summary['train_episodes']} episodes (threshold "
+        f"{summary['threshold']:.2f} from {summary['validation_episodes']} validation episodes): held-out "
+        f"precision {_show(held['precision'])}, recall {_show(held['recall'])} over "
+        f"{summary['held_out_episodes']} episodes ({held['frames']} frames, {held['positives']} "
+        f"successes); saved to {summary['out']}"
     )
     print(json.dumps(summary))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from robolearn.rl.config import TrainCfg
@@ -19,6 +20,15 @@ def _has_cameras(task: str) -> bool:
     from robolearn.tasks import make_task_cfg, task_names
 
     return task in task_names() and bool(make_task_cfg(task).cameras)
+
+
+def _one_dataset(cmd: TrainCfg) -> Path | None:
+    """The one ``--demos`` dataset a pixel task trains from (its cameras become image observations)."""
+    if len(cmd.demos) > 1:
+        from robolearn.errors import ConfigError
+
+        raise ConfigError(f"--demos: a task with cameras takes one dataset, got {len(cmd.demos)}")
+    return cmd.demos[0] if cmd.demos else None
 
 
 def run_pixel_train(cmd: TrainCfg) -> None:
@@ -38,6 +48,7 @@ def run_pixel_train(cmd: TrainCfg) -> None:
             device=str(resolve_device(cmd.torch_device)),
             learning_starts=max(cmd.learning_starts, cmd.num_envs),
             demo_episodes=cmd.scripted_demos,
+            demos=_one_dataset(cmd),
             out=out,
             sac=cmd.sac,
         )
@@ -64,6 +75,13 @@ def run_train(cmd: TrainCfg) -> None:
 
     from robolearn.rl.train import train  # torch: only when training
 
+    if cmd.device_loop:
+        mode = "sample-efficient" if cmd.parallel == "off" else f"parallel {cmd.parallel}"
+        print(
+            f"train {cmd.task}: simulation, replay buffer and learner on the worlds' device, {mode} "
+            "(docs/backends.md, 'Training on the device')",
+            file=sys.stderr,
+        )
     bar = tqdm(
         total=cmd.total_steps, desc=f"train {cmd.task}", unit="step", file=sys.stderr, dynamic_ncols=True
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +25,18 @@ log = logging.getLogger(__name__)
 class EpisodeWriter:
     """Buffers the episodes of ``num_worlds`` worlds and saves each to ``writer`` when it ends."""
 
-    def __init__(self, writer: DatasetWriter, task: str, num_worlds: int = 1) -> None:
-        """``task`` is the task text every saved frame carries (LeRobot's language instruction)."""
+    def __init__(
+        self,
+        writer: DatasetWriter,
+        task: str,
+        num_worlds: int = 1,
+        episode_meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``task`` is the task text every saved frame carries (LeRobot's language instruction);
+        ``episode_meta`` goes into each saved episode's row (see :meth:`DatasetWriter.save_frames`)."""
         self.writer = writer
         self.task = task
+        self.episode_meta = dict(episode_meta or {})
         self._frames: list[list[Frame]] = [[] for _ in range(num_worlds)]
         self.episodes_written = 0
         """Episodes saved through this writer."""
@@ -46,7 +55,7 @@ class EpisodeWriter:
         terminated: Array,
         ended: Array,
         intervened: Array,
-        images: Array | None = None,
+        images: Array | Mapping[str, Array] | None = None,
     ) -> list[int]:
         """One step of every world (arrays with a leading world axis); ``ended`` closes a world's
         episode, which is saved at once. Returns the indices of the episodes saved."""
@@ -60,7 +69,7 @@ class EpisodeWriter:
                 bool(success[i]),
                 bool(terminated[i]),
                 bool(intervened[i]),
-                None if images is None else images[i],
+                None if images is None else _world(images, i),
             )
             if ended[i]:
                 saved.append(self.end_episode(i))
@@ -75,7 +84,7 @@ class EpisodeWriter:
         success: bool,
         terminated: bool,
         is_intervention: bool,
-        image: Array | None = None,
+        image: Array | Mapping[str, Array] | None = None,
     ) -> None:
         """One step of one world (no world axis), checked against the dataset's features now."""
         frame = self.writer.check_frame(obs, action, reward, success, terminated, is_intervention, image)
@@ -84,7 +93,7 @@ class EpisodeWriter:
     def end_episode(self, world: int = 0) -> int:
         """Save the episode of ``world`` (crash-safe) and start its next one; returns its index."""
         frames, self._frames[world] = self._frames[world], []
-        index = self.writer.save_frames(frames, self.task)
+        index = self.writer.save_frames(frames, self.task, self.episode_meta)
         self.episodes_written += 1
         return index
 
@@ -105,3 +114,8 @@ class EpisodeWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _world(images: Array | Mapping[str, Array], i: int) -> Array | dict[str, Array]:
+    """World ``i``'s frame of every camera."""
+    return {k: v[i] for k, v in images.items()} if isinstance(images, Mapping) else images[i]

@@ -86,7 +86,8 @@ class Frame:
     success: bool
     terminated: bool
     is_intervention: bool
-    image: Array | None
+    image: Mapping[str, Array] | None
+    """Camera frames by video feature (``observation.images.<cam>``), or None without cameras."""
 
 
 class DatasetWriter:
@@ -102,8 +103,8 @@ class DatasetWriter:
             for k, f in features.items()
             if k.startswith(OBS) and k != STATE and f["dtype"] == "float32"
         }
-        self.camera = next((k for k in meta.video_keys), None)
-        self.image_shape = tuple(features[self.camera]["shape"]) if self.camera else None
+        self.cameras: dict[str, tuple[int, ...]] = {k: tuple(features[k]["shape"]) for k in meta.video_keys}
+        """Video features (``observation.images.<cam>``) and their (H, W, 3) frame shapes."""
         self._frames: list[Frame] = []
         self._closed = False
         # This writer's episodes go to a fresh episodes file, rewritten atomically at every save.
@@ -133,8 +134,13 @@ class DatasetWriter:
         obs_units: Mapping[str, str] | None = None,
         action_units: Sequence[str] | None = None,
         camera: str = "front",
+        cameras: Mapping[str, tuple[int, int, int]] | None = None,
     ) -> DatasetWriter:
-        """Start a new, empty dataset at ``root`` (which must not exist or be empty)."""
+        """Start a new, empty dataset at ``root`` (which must not exist or be empty).
+
+        ``image_shape`` records one camera named ``camera``; ``cameras`` (name to (H, W, 3)) records
+        several, each as its own video feature ``observation.images.<name>``.
+        """
         root = Path(root)
         if fps < 1:
             raise DatasetError(f"fps must be a positive integer, got {fps}")
@@ -159,13 +165,17 @@ class DatasetWriter:
         features[REWARD] = vector_feature((1,), None)
         for flag in FLAGS:
             features[flag] = flag_feature(flag.rsplit(".", 1)[-1])
+        videos = dict(cameras or {})
         if image_shape is not None:
-            h, w, c = image_shape
-            if c != 3 or h % 2 or w % 2:
+            videos[camera] = image_shape
+        for name, shape in videos.items():
+            h, w, c = shape
+            if c != 3 or h % 2 or w % 2 or not name or "/" in name:
                 raise DatasetError(
-                    f"image_shape must be (height, width, 3) with even sides (H.264), got {image_shape}"
+                    f"camera {name!r}: frames must be (height, width, 3) with even sides (H.264) and the "
+                    f"name non-empty without '/', got {tuple(shape)}"
                 )
-            features[IMAGES + camera] = video_feature(image_shape, fps)
+            features[IMAGES + name] = video_feature((h, w, c), fps)
         features |= INDEX_FEATURES
         info = {
             "codebase_version": CODEBASE_VERSION,
@@ -179,7 +189,7 @@ class DatasetWriter:
             "fps": fps,
             "splits": {},
             "data_path": DATA_PATH,
-            "video_path": VIDEO_PATH if image_shape is not None else None,
+            "video_path": VIDEO_PATH if videos else None,
             "features": features,
         }
         units: dict[str, list[str]] = {}
@@ -201,6 +211,7 @@ class DatasetWriter:
         repo_id: str,
         image_shape: tuple[int, int, int] | None = None,
         camera: str = "front",
+        cameras: Mapping[str, tuple[int, int, int]] | None = None,
     ) -> DatasetWriter:
         """A new dataset for a task's observations and actions, with their units and control rate."""
         fps = round(1.0 / task.control_dt)
@@ -218,6 +229,7 @@ class DatasetWriter:
             obs_units={k: t.units for k, t in task.observations.items()},
             action_units=task.action.units,
             camera=camera,
+            cameras=cameras,
         )
 
     @classmethod
@@ -275,9 +287,12 @@ class DatasetWriter:
         success: bool,
         terminated: bool,
         is_intervention: bool,
-        image: Array | None = None,
+        image: Array | Mapping[str, Array] | None = None,
     ) -> None:
-        """Buffer one control step (no batch axis): what was seen, what was done, what followed."""
+        """Buffer one control step (no batch axis): what was seen, what was done, what followed.
+
+        ``image`` is the frame of a dataset's only camera, or frames by camera name (``wrist``).
+        """
         self._frames.append(
             self.check_frame(obs, action, reward, success, terminated, is_intervention, image)
         )
@@ -290,7 +305,7 @@ class DatasetWriter:
         success: bool,
         terminated: bool,
         is_intervention: bool,
-        image: Array | None = None,
+        image: Array | Mapping[str, Array] | None = None,
     ) -> Frame:
         """One control step as this dataset records it; bad shapes are refused here, not at the save."""
         if self._closed:
@@ -311,21 +326,37 @@ class DatasetWriter:
         action_shape = tuple(self._meta.features[ACTION]["shape"])
         if act.shape != action_shape:
             raise DatasetError(f"action has shape {act.shape}; this dataset records {action_shape}")
-        if (image is None) != (self.image_shape is None):
-            raise DatasetError(
-                f"image given to a dataset without a camera, or missing for camera {self.camera}"
-                if image is not None
-                else f"camera {self.camera} needs an image every frame"
-            )
-        if image is not None:
-            image = np.asarray(image)
-            if image.shape != self.image_shape or image.dtype != np.uint8:
-                raise DatasetError(
-                    f"image is {image.dtype} {image.shape}; this dataset records uint8 {self.image_shape}"
-                )
+        images = self._check_images(image)
         return Frame(
-            frame_obs, act, float(reward), bool(success), bool(terminated), bool(is_intervention), image
+            frame_obs, act, float(reward), bool(success), bool(terminated), bool(is_intervention), images
         )
+
+    def _check_images(self, image: Array | Mapping[str, Array] | None) -> dict[str, Array] | None:
+        """Frames by video feature, each uint8 of its camera's shape; every camera needs one."""
+        names = [k.removeprefix(IMAGES) for k in self.cameras]
+        if image is None:
+            if self.cameras:
+                raise DatasetError(f"cameras {names} need an image every frame")
+            return None
+        if not self.cameras:
+            raise DatasetError("image given to a dataset without a camera")
+        if not isinstance(image, Mapping):
+            if len(self.cameras) != 1:
+                raise DatasetError(
+                    f"an image without a camera name; this dataset records cameras {names or 'none'}"
+                )
+            image = {names[0]: image}
+        if sorted(image) != sorted(names):
+            raise DatasetError(f"images of cameras {sorted(image)}; this dataset records {sorted(names)}")
+        out = {}
+        for key, shape in self.cameras.items():
+            frame = np.asarray(image[key.removeprefix(IMAGES)])
+            if frame.shape != shape or frame.dtype != np.uint8:
+                raise DatasetError(
+                    f"image of {key} is {frame.dtype} {frame.shape}; this dataset records uint8 {shape}"
+                )
+            out[key] = frame
+        return out
 
     @property
     def frames_buffered(self) -> int:
@@ -345,8 +376,14 @@ class DatasetWriter:
         frames, self._frames = self._frames, []
         return self.save_frames(frames, task)
 
-    def save_frames(self, frames: Sequence[Frame], task: str) -> int:
-        """Write one episode from checked frames at once (crash-safe); returns its episode index."""
+    def save_frames(
+        self, frames: Sequence[Frame], task: str, episode_meta: Mapping[str, Any] | None = None
+    ) -> int:
+        """Write one episode from checked frames at once (crash-safe); returns its episode index.
+
+        ``episode_meta`` adds columns to the episode's row of the episodes table (how it was
+        recorded: ``robolearn/policy``, ``robolearn/action_noise``); LeRobot ignores them.
+        """
         if not frames:
             raise DatasetError("save_episode: no frames were added since the last save")
         if self._closed:
@@ -363,9 +400,9 @@ class DatasetWriter:
         columns[DONE] = columns[TERMINATED] | (np.arange(n) == n - 1)
         columns[INTERVENTION] = np.array([f.is_intervention for f in frames])
         videos: dict[str, EpisodeVideo] = {}
-        if self.camera is not None:
-            videos[self.camera] = EpisodeVideo(np.stack([f.image for f in frames if f.image is not None]))
-        return self.commit_episode(columns, [task] * n, videos)
+        for key in self.cameras:
+            videos[key] = EpisodeVideo(np.stack([f.image[key] for f in frames if f.image is not None]))
+        return self.commit_episode(columns, [task] * n, videos, episode_meta)
 
     def close(self) -> None:
         """Finish; frames of an unsaved episode are dropped (the dataset on disk is already complete)."""
@@ -382,7 +419,11 @@ class DatasetWriter:
 
     # -- committing ----------------------------------------------------------------------------
     def commit_episode(
-        self, columns: dict[str, Array], frame_tasks: Sequence[str], videos: Mapping[str, EpisodeVideo]
+        self,
+        columns: dict[str, Array],
+        frame_tasks: Sequence[str],
+        videos: Mapping[str, EpisodeVideo],
+        episode_meta: Mapping[str, Any] | None = None,
     ) -> int:
         """Write one episode's files, then commit it: episodes table, then stats and info.
 
@@ -421,6 +462,7 @@ class DatasetWriter:
             "data/file_index": data_at[1],
             "dataset_from_index": start,
             "dataset_to_index": start + n,
+            **(episode_meta or {}),
         }
         data_rel = meta.data_file(row)
         data = parquet_bytes(table)

@@ -9,6 +9,13 @@ seeing a step's outcome lands on that step's frame. The episode's initial state 
 the seed and the episode's index in the dataset, so a re-recorded episode starts where the
 discarded one did.
 
+Without a person (``--policy scripted|random|RUN_DIR``, no device) the recorder makes datasets by
+itself: every camera of a pixel task goes to its own mp4 feature ``observation.images.<camera>``
+(a pixel task's scripted policy is its state task's expert on privileged state,
+:mod:`robolearn.tasks.teacher`), and ``--action-noise`` perturbs the policy, so the expert at several
+noise levels, random and failed episodes make the mixed-quality datasets of issue 11; each episode's
+row records its policy and noise.
+
 The simulation is shown in a pygame window where there is a display (the keyboard device reads
 its keys there; beside a gamepad or SpaceMouse the window's keys mark episodes); elsewhere a
 frame is written as PNG every few seconds beside the dataset and the progress line tells the rest.
@@ -29,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.data.episodes import EpisodeWriter
-from robolearn.data.format import ACTION, OBS
+from robolearn.data.format import ACTION, IMAGES, OBS
 from robolearn.data.reader import read_dataset
 from robolearn.data.writer import DatasetWriter
 from robolearn.envs.task_env import TaskEnv
@@ -37,7 +44,9 @@ from robolearn.errors import RobolearnError
 from robolearn.hil.config import RecordCmd
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks import make_task_cfg
+from robolearn.tasks.cameras import image_specs
 from robolearn.tasks.core import Observation, TaskCfg
+from robolearn.tasks.teacher import privileged_expert, teacher_task
 from robolearn.teleop.device import (
     HAND_DEVICES,
     INSTALL_PYGAME,
@@ -54,6 +63,8 @@ log = logging.getLogger(__name__)
 
 Outcome = Literal["saved", "rerecord", "quit"]
 
+FRONT = "front"
+"""Camera name of the viewer's render (``--camera``)."""
 WINDOW_HZ = 25.0
 """Refresh rate of the window: a software-rendered frame costs about 20 ms."""
 
@@ -136,14 +147,14 @@ class Viewer:
 
 
 def _device_options(cmd: RecordCmd) -> dict[str, Any]:
-    if cmd.device in HAND_DEVICES:
+    if cmd.device_name in HAND_DEVICES:
         opts: dict[str, Any] = {"drone_mode": cmd.drone_mode}
         if cmd.scale is not None:
             opts["scale"] = cmd.scale
-        if cmd.device == "gamepad":
+        if cmd.device_name == "gamepad":
             opts["backend"] = cmd.gamepad_backend
         return opts
-    if cmd.device == "scripted":
+    if cmd.device_name == "scripted":
         steps, every, prob = cmd.intervene_steps, cmd.intervene_every, cmd.intervene_prob
         scheduled = steps is not None or every != 1 or prob != 1.0
         schedule = InterventionSchedule(steps, every, prob, cmd.seed) if scheduled else None
@@ -153,42 +164,80 @@ def _device_options(cmd: RecordCmd) -> dict[str, Any]:
     return {"root": cmd.replay_from}
 
 
-def _base_policy(cmd: RecordCmd, cfg: TaskCfg) -> Callable[[Observation], FloatArray] | None:
+def _base_policy(cmd: RecordCmd, cfg: TaskCfg, env: TaskEnv) -> Callable[[Observation], FloatArray] | None:
+    """What drives while nobody intervenes, with ``--action-noise`` applied; None for ``--policy none``."""
     if cmd.policy == "none":
         return None
-    if cmd.policy in ("scripted", "random"):
+    if cmd.policy == "scripted" and cfg.expert is None and cfg.cameras:
+        # A pixel task has no expert of its own: its state task's expert acts on privileged state.
+        policy = privileged_expert(teacher_task(cfg), env)
+    elif cmd.policy in ("scripted", "random"):
         from robolearn.eval.evaluation import make_policy
 
-        return make_policy(cmd.policy, cfg, 1, cmd.seed)
-    run = Path(cmd.policy)
-    if not run.exists():
-        raise RecordError(f"--policy must be none, scripted, random or a run folder; {run} does not exist")
-    from robolearn.policy.loading import load_policy
+        policy = make_policy(cmd.policy, cfg, 1, cmd.seed)
+    else:
+        run = Path(cmd.policy)
+        if not run.exists():
+            raise RecordError(
+                f"--policy must be none, scripted, random or a run folder; {run} does not exist"
+            )
+        from robolearn.policy.loading import load_policy
 
-    policy, meta = load_policy(run)
-    if meta.get("task") != cfg.name:
-        raise RecordError(f"--policy {run} was trained on {meta.get('task')}, not {cfg.name}")
-    return policy.act
+        loaded, meta = load_policy(run)
+        if meta.get("task") != cfg.name:
+            raise RecordError(f"--policy {run} was trained on {meta.get('task')}, not {cfg.name}")
+        policy = loaded.act
+    return policy if cmd.action_noise == 0 else NoisyPolicy(policy, cfg, cmd.action_noise, cmd.seed)
+
+
+class NoisyPolicy:
+    """A policy whose actions get Gaussian noise, ``sigma`` times each action's half-range, then are
+    clipped to the action space: the scripted expert at several noise levels makes the mixed-quality
+    datasets offline RL is measured on (issue 11; D4RL's "medium" and "noisy expert" data likewise)."""
+
+    def __init__(
+        self, policy: Callable[[Observation], FloatArray], cfg: TaskCfg, sigma: float, seed: int
+    ) -> None:
+        self.policy, self.sigma = policy, sigma
+        self.low, self.high = np.asarray(cfg.action.low, np.float64), np.asarray(cfg.action.high, np.float64)
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))  # its own stream
+
+    def __call__(self, obs: Observation) -> FloatArray:
+        action = np.asarray(self.policy(obs), np.float64)
+        noise = self.rng.normal(0.0, self.sigma, action.shape) * (self.high - self.low) / 2.0
+        return np.clip(action + noise, self.low, self.high)
 
 
 def _open_writer(
-    out: Path, cfg: TaskCfg, shapes: dict[str, tuple[int, ...]], image_shape: tuple[int, int, int] | None
+    out: Path, cfg: TaskCfg, shapes: dict[str, tuple[int, ...]], cameras: dict[str, tuple[int, int, int]]
 ) -> DatasetWriter:
     if not (out / "meta" / "info.json").is_file():
-        return DatasetWriter.for_task(out, cfg, shapes, repo_id=f"local/{cfg.name}", image_shape=image_shape)
+        return DatasetWriter.for_task(out, cfg, shapes, repo_id=f"local/{cfg.name}", cameras=cameras)
     ds = read_dataset(out)
     theirs = (
         {k: tuple(ds.features[OBS + k]["shape"]) for k in ds.obs_keys},
-        tuple(ds.features[ds.camera_keys[0]]["shape"]) if ds.camera_keys else None,
+        {k.removeprefix(IMAGES): tuple(ds.features[k]["shape"]) for k in ds.camera_keys},
         ds.features.get(ACTION, {}).get("names"),
     )
-    ours = (shapes, image_shape, list(cfg.action.names))
+    ours = (shapes, cameras, list(cfg.action.names))
     if theirs != ours:
         raise RecordError(
-            f"{out} records observations {theirs[0]}, image {theirs[1]}, actions {theirs[2]}; this "
-            f"recording has {ours[0]}, image {ours[1]}, actions {ours[2]}: choose another --out"
+            f"{out} records observations {theirs[0]}, cameras {theirs[1]}, actions {theirs[2]}; this "
+            f"recording has {ours[0]}, cameras {ours[1]}, actions {ours[2]}: choose another --out"
         )
     return DatasetWriter.open(out)
+
+
+def recorded_cameras(cfg: TaskCfg, cmd: RecordCmd) -> dict[str, str]:
+    """Camera name to the observation key its frames come from: each RGB camera of the task, and
+    with ``--camera`` the viewer's render as ``front`` (key ``""``). Depth images are not recorded
+    (a LeRobot video feature holds RGB)."""
+    cameras = {spec.camera: key for key, spec in image_specs(cfg).items() if spec.kind == "rgb"}
+    if cmd.camera:
+        if FRONT in cameras:
+            raise RecordError(f"task {cfg.name} has a camera named {FRONT!r}; record it without --camera")
+        cameras[FRONT] = ""
+    return cameras
 
 
 class Recorder:
@@ -199,18 +248,25 @@ class Recorder:
         cfg = make_task_cfg(cmd.task)
         if cmd.max_steps is not None:
             cfg = replace(cfg, episode_length=cmd.max_steps)
+        if cmd.continue_after_success:
+            cfg = replace(cfg, end_on_success=False)
         self.cmd, self.cfg = cmd, cfg
         self.out = cmd.dataset
-        self.device: Device = make_device(cmd.device, cfg, **_device_options(cmd))
-        self.policy = _base_policy(cmd, cfg)
+        self.cameras = recorded_cameras(cfg, cmd)
+        self.image_keys = set(image_specs(cfg))
+        device = cmd.device_name
+        self.device: Device | None = (
+            None if device == "none" else make_device(device, cfg, **_device_options(cmd))
+        )
+        self.policy: Callable[[Observation], FloatArray] | None = None  # made with the environment
         self.neutral = np.asarray(cfg.action.neutral, np.float64)
-        hand = cmd.device in HAND_DEVICES
+        hand = device in HAND_DEVICES
         fps = cmd.fps if cmd.fps is not None else (1.0 / cfg.control_dt if hand else 0.0)
         self.period = 1.0 / fps if fps > 0 else 0.0
         mode = cmd.display
         if mode == "auto":
             mode = "window" if display_available() else "png"
-        if cmd.device == "keyboard" and mode != "window":
+        if device == "keyboard" and mode != "window":
             raise RecordError(
                 "--device keyboard reads keys from the simulation window, which needs a display "
                 "(DISPLAY or WAYLAND_DISPLAY) and --display auto or window"
@@ -219,7 +275,7 @@ class Recorder:
         # Beside a gamepad or SpaceMouse, the window's keys mark episodes (those devices' few
         # buttons drive); the scripted and replay devices mark nothing, a person watching may.
         self.key_events: Device | None = None
-        if mode == "window" and cmd.device != "keyboard":
+        if mode == "window" and device != "keyboard":
             from robolearn.teleop.keyboard import KeyboardEvents
 
             self.key_events = KeyboardEvents()
@@ -233,18 +289,27 @@ class Recorder:
         with contextlib.ExitStack() as stack:
             env = TaskEnv(cfg, cmd.backend, 1, seed=cmd.seed, autoreset=False, render_size=cmd.image_size)
             stack.callback(env.close)
+            self.policy = _base_policy(cmd, cfg, env)
             self.viewer.open(f"robolearn record {cfg.name}", cmd.image_size)
             stack.callback(self.viewer.close)
             # Devices first: a missing device must not leave an empty dataset behind.
-            stack.enter_context(self.device)
+            if self.device is not None:
+                stack.enter_context(self.device)
             if self.key_events is not None:
                 stack.enter_context(self.key_events)
             space = env.single_observation_space
             assert isinstance(space, gym.spaces.Dict)
-            shapes = {k: tuple(s.shape or ()) for k, s in space.items()}
+            images = image_specs(cfg)
+            shapes = {k: tuple(s.shape or ()) for k, s in space.items() if k not in images}
             w, h = cmd.image_size
-            image_shape = (h, w, 3) if cmd.camera else None
-            writer = EpisodeWriter(_open_writer(self.out, cfg, shapes, image_shape), cfg.description)
+            cameras = {
+                name: (h, w, 3) if not key else images[key].shape for name, key in self.cameras.items()
+            }
+            writer = EpisodeWriter(
+                _open_writer(self.out, cfg, shapes, cameras),
+                cfg.description,
+                episode_meta={"robolearn/policy": cmd.policy, "robolearn/action_noise": cmd.action_noise},
+            )
             stack.callback(writer.close)
             while self.progress.saved < cmd.episodes:
                 index = writer.num_episodes
@@ -259,7 +324,10 @@ class Recorder:
         p = self.progress
         return {
             "task": cfg.name,
-            "device": cmd.device,
+            "device": cmd.device_name,
+            "policy": cmd.policy,
+            "action_noise": cmd.action_noise,
+            "cameras": list(self.cameras),
             "out": str(self.out),
             "episodes_saved": p.saved,
             "successes": p.successes,
@@ -272,7 +340,7 @@ class Recorder:
         }
 
     def _read(self, obs: dict[str, np.ndarray]) -> TeleopCommand:
-        command = self.device.read(obs)
+        command = self.device.read(obs) if self.device is not None else TeleopCommand(None, False)
         if self.key_events is not None:
             command = command.merged(self.key_events.read(obs))
         if self.viewer.closed():
@@ -281,9 +349,10 @@ class Recorder:
 
     def _episode(self, env: TaskEnv, writer: EpisodeWriter, seed: int) -> Outcome:
         """Run one episode; save it unless it is re-recorded or the person quits."""
-        cmd, p = self.cmd, self.progress
+        p = self.progress
         obs_batch, _ = env.reset(seed=seed)
-        self.device.reset()
+        if self.device is not None:
+            self.device.reset()
         pending: dict[str, Any] | None = None  # the last step's frame, added one step late
         success = False
         intervened = p.step = 0
@@ -310,23 +379,24 @@ class Recorder:
                 action = np.asarray(self.policy({k: v[None] for k, v in obs.items()}), np.float64)[0]
             else:
                 action = self.neutral
+            # A frame's images are of the state it observes, taken before the step, as its terms are.
+            images = {name: obs[key] if key else env.render() for name, key in self.cameras.items()}
             obs_batch, reward, terminated, truncated, info = env.step(action[None])
-            image = env.render() if cmd.camera else None
             if pending is not None:
                 writer.add_frame(0, **pending)
             pending = {
-                "obs": obs,
+                "obs": {k: v for k, v in obs.items() if k not in self.image_keys},
                 "action": action,
                 "reward": float(reward[0]),
                 "success": bool(info["success"][0]),
                 "terminated": bool(terminated[0]),
                 "is_intervention": human,
-                "image": image,
+                "image": images or None,
             }
             success |= pending["success"]
             intervened += human
             p.step, p.intervening = step + 1, human
-            self._show(env, image)
+            self._show(env, images.get(FRONT))
             if self.on_progress is not None:
                 self.on_progress(p)
             if terminated[0] or truncated[0]:

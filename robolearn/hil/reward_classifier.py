@@ -2,11 +2,22 @@
 
 On hardware nothing measures "the cube is lifted"; HIL-SERL (Luo et al. 2024) instead trains a
 binary classifier on recorded success and failure frames and rewards the policy with it. Here
-the classifier is an MLP over observation terms, joined by a small CNN over the camera images
-when the dataset has them. Frames are labelled by ``next.success`` and split by episode, so the
-held-out precision and recall measure episodes the classifier never saw. The result is a folder
-with ``model.safetensors`` (weights and input statistics) and ``classifier.json`` (architecture,
-inputs, threshold, metrics): loading reads tensors and JSON only, never code.
+the classifier is an MLP over observation terms, joined by a small CNN per camera when the dataset
+has cameras; it can see the cameras alone (``--no-state``), as on an arm without object tracking.
+
+- Labels: a frame is positive when the state it observes is a success, i.e. the previous step's
+  ``next.success`` (an episode's first frame is a reset state). The classifier judges observations
+  reached (``robolearn train --reward classifier:PATH`` applies it to next observations), so
+  labelling a frame by its own step's outcome would put every success boundary one frame late.
+- Episodes, not frames, are split: held-out episodes measure precision and recall, validation
+  episodes choose the epoch and the threshold (the best F1), the rest train. Frames of one
+  episode are near-duplicates, so a frame split would measure memory, not generalization.
+- Images get DrQ's random shift during training (:func:`robolearn.policy.encoders.random_shift`),
+  and success frames are weighted so both classes count alike.
+
+The result is a folder with ``model.safetensors`` (weights and input statistics) and
+``classifier.json`` (architecture, inputs, threshold, metrics): loading reads tensors and JSON
+only, never code.
 """
 
 from __future__ import annotations
@@ -29,46 +40,65 @@ from torch import nn
 
 from robolearn import __version__
 from robolearn.data.format import IMAGES, OBS, STATE, SUCCESS, DatasetError
-from robolearn.data.reader import read_dataset
+from robolearn.data.reader import Dataset, read_dataset
+from robolearn.data.video import episode_video
 from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.hil.config import RewardEvalCmd, RewardTrainCmd
+from robolearn.policy.encoders import random_shift, to_float_chw
 
 log = logging.getLogger(__name__)
 
 FORMAT = "robolearn-reward-classifier"
+VERSION = 2
+"""2: one CNN per camera, labels of the observed state (1 saw one camera, labels one step late)."""
 WEIGHTS = "model.safetensors"
 CONFIG = "classifier.json"
+CAMERA_FEATURES = 64
+"""Features per camera after its CNN."""
+
+
+class CameraCNN(nn.Module):
+    """Three strided convolutions and a linear layer: a few hundred thousand weights, enough to see
+    where the cube is, small enough to train on a CPU in minutes (DrQ's encoder takes ~10 ms per
+    64x64 image on a core, this one well under 1 ms)."""
+
+    def __init__(self, shape: Sequence[int]) -> None:
+        super().__init__()
+        h, w, c = (int(s) for s in shape)
+        self.convs = nn.Sequential(
+            nn.Conv2d(c, 16, 5, stride=2, padding=2),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            # Positions matter (how high the cube is in the scene camera): keep an 8x8 map, not a mean.
+            nn.AdaptiveAvgPool2d((min(8, math.ceil(h / 8)), min(8, math.ceil(w / 8)))),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = int(self.convs(torch.zeros(1, c, h, w)).numel())
+        self.head = nn.Sequential(nn.Linear(flat, CAMERA_FEATURES), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) preprocessed images to (B, CAMERA_FEATURES)."""
+        return self.head(self.convs(x))
 
 
 class SuccessNet(nn.Module):
-    """Logit of success from standardized state features and, optionally, one camera image."""
+    """Logit of success from standardized state features and the images of some cameras."""
 
     state_mean: torch.Tensor
     state_std: torch.Tensor
 
-    def __init__(self, state_dim: int, hidden: Sequence[int], image_shape: Sequence[int] | None) -> None:
+    def __init__(
+        self, state_dim: int, hidden: Sequence[int], image_shapes: Sequence[Sequence[int]] = ()
+    ) -> None:
         super().__init__()
         self.register_buffer("state_mean", torch.zeros(state_dim))
         self.register_buffer("state_std", torch.ones(state_dim))
-        self.cnn: nn.Module | None = None
-        width = state_dim
-        if image_shape is not None:
-            channels = int(image_shape[2])
-            # Three strided convolutions and a 4x4 pool: a few thousand weights, enough to see
-            # where an object is, small enough to train on a CPU in seconds.
-            self.cnn = nn.Sequential(
-                nn.Conv2d(channels, 16, 5, stride=2, padding=2),
-                nn.ReLU(),
-                nn.Conv2d(16, 32, 3, stride=2, padding=1),
-                nn.ReLU(),
-                nn.Conv2d(32, 32, 3, stride=2, padding=1),
-                nn.ReLU(),
-                nn.AdaptiveAvgPool2d(4),
-                nn.Flatten(),
-                nn.Linear(32 * 16, 64),
-                nn.ReLU(),
-            )
-            width += 64
+        self.cnns = nn.ModuleList([CameraCNN(s) for s in image_shapes])
+        width = state_dim + CAMERA_FEATURES * len(self.cnns)
         layers: list[nn.Module] = []
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU()]
@@ -76,13 +106,16 @@ class SuccessNet(nn.Module):
         layers.append(nn.Linear(width, 1))
         self.head = nn.Sequential(*layers)
 
-    def forward(self, state: torch.Tensor, image: torch.Tensor | None = None) -> torch.Tensor:
-        """(n,) logits from (n, D) raw state features and (n, H, W, C) uint8 images."""
+    def forward(
+        self, state: torch.Tensor, images: Sequence[torch.Tensor] = (), augment: bool = False
+    ) -> torch.Tensor:
+        """(n,) logits from (n, D) raw state features and one (n, H, W, C) uint8 tensor per camera."""
+        if len(images) != len(self.cnns):
+            raise ValueError(f"this classifier needs {len(self.cnns)} cameras' images, got {len(images)}")
         parts = [torch.clamp((state - self.state_mean) / self.state_std, -10.0, 10.0)]
-        if self.cnn is not None:
-            if image is None:
-                raise ValueError("this classifier needs camera images")
-            parts.append(self.cnn(image.permute(0, 3, 1, 2).float() / 255.0))
+        for cnn, frames in zip(self.cnns, images, strict=True):
+            x = to_float_chw(frames)
+            parts.append(cnn(random_shift(x) if augment else x))
         return self.head(torch.cat(parts, dim=1)).squeeze(1)
 
 
@@ -94,34 +127,36 @@ class RewardClassifier:
         self.config = dict(config)
         self.inputs: list[str] = list(config["inputs"])
         """Dataset features the classifier reads, in order (``observation.<term>``)."""
-        self.camera: str | None = config.get("camera")
-        """Camera feature (``observation.images.<cam>``) it also reads, or None."""
+        self.cameras: list[str] = list(config["cameras"])
+        """Camera features (``observation.images.<cam>``) it also reads, in order."""
         self.threshold = float(config["threshold"] if threshold is None else threshold)
 
     @property
     def needs_images(self) -> bool:
-        return self.camera is not None
+        return bool(self.cameras)
 
-    def _tensors(self, obs: Mapping[str, npt.ArrayLike]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _tensors(self, obs: Mapping[str, npt.ArrayLike]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         def get(feature: str, *aliases: str) -> npt.NDArray[Any]:
             for key in (feature, *aliases):
                 if key in obs:
                     return np.asarray(obs[key])
             raise ConfigError(f"reward classifier: observation {feature!r} missing; got {sorted(obs)}")
 
-        image = None
-        if self.camera is not None:
-            image = torch.as_tensor(get(self.camera, self.camera.removeprefix(IMAGES), "image"))
+        # A camera is found by its dataset feature, its name, or the task's observation key (<name>_rgb).
+        images = [
+            torch.as_tensor(get(c, c.removeprefix(IMAGES), c.removeprefix(IMAGES) + "_rgb"))
+            for c in self.cameras
+        ]
         values = [np.asarray(get(k, k.removeprefix(OBS)), np.float32) for k in self.inputs]
-        n = len(values[0]) if values else len(image) if image is not None else 0
+        n = len(values[0]) if values else len(images[0]) if images else 0
         state = np.concatenate([v.reshape(n, -1) for v in values] or [np.zeros((n, 0), np.float32)], axis=1)
-        return torch.as_tensor(state), image
+        return torch.as_tensor(state), images
 
     @torch.no_grad()
     def probability(self, obs: Mapping[str, npt.ArrayLike]) -> npt.NDArray[np.float64]:
         """(n,) probability of success for a batch of observations (dict of (n, ...) arrays)."""
-        state, image = self._tensors(obs)
-        return torch.sigmoid(self.net(state, image)).double().numpy()
+        state, images = self._tensors(obs)
+        return torch.sigmoid(self.net(state, images)).double().numpy()
 
     def reward(self, obs: Mapping[str, npt.ArrayLike]) -> npt.NDArray[np.float64]:
         """(n,) 1.0 where the probability of success is above the threshold, else 0.0."""
@@ -137,10 +172,15 @@ def load_reward_classifier(path: Path, threshold: float | None = None) -> Reward
         raise CorruptFileError(f"{path / CONFIG}: not a readable classifier description ({exc})") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise CorruptFileError(f"{path / CONFIG}: not a robolearn reward classifier")
+    if config.get("version") != VERSION:
+        raise CorruptFileError(
+            f"{path / CONFIG}: classifier format version {config.get('version', 1)}, this robolearn reads "
+            f"{VERSION}: train it again with robolearn reward train"
+        )
     try:
-        net = SuccessNet(int(config["state_dim"]), config["hidden"], config.get("image_shape"))
+        net = SuccessNet(int(config["state_dim"]), config["hidden"], config["image_shapes"])
         net.load_state_dict(load_file(str(path / WEIGHTS)))
-    except (OSError, SafetensorError, RuntimeError, KeyError, TypeError) as exc:
+    except (OSError, SafetensorError, RuntimeError, KeyError, TypeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CorruptFileError(
             f"{path / WEIGHTS}: does not hold this classifier's weights ({first})"
@@ -148,31 +188,102 @@ def load_reward_classifier(path: Path, threshold: float | None = None) -> Reward
     return RewardClassifier(net, config, threshold)
 
 
-def _precision_recall(predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_]) -> dict[str, Any]:
-    """Frame-level precision and recall (None where undefined: nothing predicted, no successes)."""
+def observed_success(frames: Mapping[str, npt.NDArray[Any]]) -> npt.NDArray[np.bool_]:
+    """Per frame, whether the state it observes is a success: the previous frame's ``next.success``
+    within its episode, False for an episode's first frame (a reset state)."""
+    success = np.asarray(frames[SUCCESS], bool)
+    episode = np.asarray(frames["episode_index"])
+    first = np.r_[True, episode[1:] != episode[:-1]] if len(episode) else np.zeros(0, bool)
+    return np.where(first, False, np.r_[False, success[:-1]])
+
+
+def _precision_recall(
+    predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_], episode: npt.NDArray[np.int64]
+) -> dict[str, Any]:
+    """Frame-level precision and recall (None where undefined: nothing predicted, no successes), and
+    the same for episodes (an episode is judged successful where any of its frames is)."""
     tp, predicted_n, positives = int((predicted & label).sum()), int(predicted.sum()), int(label.sum())
+    ids = np.unique(episode)
+    ep_pred = np.array([predicted[episode == e].any() for e in ids], bool)
+    ep_true = np.array([label[episode == e].any() for e in ids], bool)
+    ep_tp = int((ep_pred & ep_true).sum())
     return {
         "precision": tp / predicted_n if predicted_n else None,
         "recall": tp / positives if positives else None,
         "accuracy": float((predicted == label).mean()) if len(label) else None,
         "positives": positives,
         "frames": len(label),
+        "episodes": len(ids),
+        "episode_precision": ep_tp / int(ep_pred.sum()) if ep_pred.any() else None,
+        "episode_recall": ep_tp / int(ep_true.sum()) if ep_true.any() else None,
     }
 
 
 def _split_episodes(
-    success: npt.NDArray[np.bool_], share: float, rng: np.random.Generator
+    success: npt.NDArray[np.bool_], share: float, rng: np.random.Generator, among: npt.NDArray[np.bool_]
 ) -> npt.NDArray[np.bool_]:
-    """Held-out mask over episodes: the same share of successful and failed ones."""
-    held = np.zeros(len(success), bool)
-    for group in (np.flatnonzero(success), np.flatnonzero(~success)):
+    """A mask over episodes picking ``share`` of those in ``among``, successful and failed alike;
+    each class keeps at least one episode outside the mask."""
+    picked = np.zeros(len(success), bool)
+    for group in (np.flatnonzero(among & success), np.flatnonzero(among & ~success)):
         k = min(len(group) - 1, math.ceil(share * len(group))) if len(group) > 1 else 0
-        held[rng.permutation(group)[:k]] = True
-    return held
+        picked[rng.permutation(group)[:k]] = True
+    return picked
+
+
+def _f1(predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_]) -> float:
+    tp = float((predicted & label).sum())
+    return 2 * tp / max(float(predicted.sum() + label.sum()), 1.0)
+
+
+def _best_threshold(p: npt.NDArray[np.float64], label: npt.NDArray[np.bool_]) -> tuple[float, float]:
+    """The threshold with the best F1 on these frames (ties: the one nearest 0.5), and that F1."""
+    best, best_f1 = 0.5, -1.0
+    for t in sorted(np.linspace(0.02, 0.98, 49), key=lambda t: abs(t - 0.5)):
+        f1 = _f1(p > t, label)
+        if f1 > best_f1 + 1e-9:
+            best, best_f1 = float(t), f1
+    return best, best_f1
+
+
+def _cameras(cmd: RewardTrainCmd, ds: Dataset) -> list[str]:
+    if not cmd.images:
+        return []
+    if not cmd.cameras:
+        return list(ds.camera_keys)
+    have = [k.removeprefix(IMAGES) for k in ds.camera_keys]
+    unknown = [c for c in cmd.cameras if c not in have]
+    if unknown:
+        raise DatasetError(f"{ds.root}: no cameras {unknown}; it records cameras {have or 'none'}")
+    return [IMAGES + c for c in cmd.cameras]
+
+
+def _images(ds: Dataset, cameras: Sequence[str]) -> list[torch.Tensor]:
+    """Every episode's frames of each camera, decoded, as (n, H, W, 3) uint8 tensors."""
+    return [
+        torch.as_tensor(np.concatenate([episode_video(ds, e.index, c) for e in ds.episodes])) for c in cameras
+    ]
+
+
+class _Frames:
+    """The inputs of all frames, indexable by batch."""
+
+    def __init__(self, state: npt.NDArray[np.float32], images: list[torch.Tensor]) -> None:
+        self.state = torch.as_tensor(state)
+        self.images = images
+
+    def probability(self, net: SuccessNet, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        with torch.no_grad():
+            chunks = [
+                torch.sigmoid(net(self.state[c], [im[c] for im in self.images]))
+                for c in torch.as_tensor(idx).split(1024)
+            ]
+        return torch.cat(chunks).double().numpy() if chunks else np.zeros(0)
 
 
 def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
-    """Train, evaluate on held-out episodes, save; returns the summary (also in ``classifier.json``)."""
+    """Train, choose epoch and threshold on validation episodes, measure held-out ones, save;
+    returns the summary (also in ``classifier.json``)."""
     cmd.check()
     if cmd.torch_threads > 0:
         torch.set_num_threads(cmd.torch_threads)
@@ -185,77 +296,91 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
     if unknown:
         raise DatasetError(f"{ds.root}: no observation terms {unknown}; it records {ds.obs_keys}")
     inputs = [OBS + t for t in terms]
-    camera = ds.camera_keys[0] if cmd.images and ds.camera_keys else None
-    if not inputs and camera is None:
+    cameras = _cameras(cmd, ds)
+    if not inputs and not cameras:
         raise DatasetError(f"{ds.root}: the classifier would see nothing (no terms, no camera)")
 
     frames = ds.frames()
     n = len(frames["index"])
     state = np.concatenate([frames[k].reshape(n, -1) for k in inputs] or [np.zeros((n, 0))], axis=1)
     state = state.astype(np.float32)
-    label = frames[SUCCESS].astype(bool)
+    label = observed_success(frames)
     episode = frames["episode_index"].astype(np.int64)
     episode_success = np.bincount(episode, weights=label.astype(float), minlength=len(ds.episodes)) > 0
     if episode_success.all() or not label.any():
         raise DatasetError(f"{ds.root}: needs both successful and failed frames to learn from")
-    images = np.concatenate([ds.video_frames(e.index, camera) for e in ds.episodes]) if camera else None
+    data = _Frames(state, _images(ds, cameras))
 
     rng = np.random.default_rng(cmd.seed)
     torch.manual_seed(cmd.seed)
-    held_episodes = _split_episodes(episode_success, cmd.held_out, rng)
-    held = held_episodes[episode]
-    train_idx, test_idx = np.flatnonzero(~held), np.flatnonzero(held)
+    everyone = np.ones(len(episode_success), bool)
+    held_episodes = _split_episodes(episode_success, cmd.held_out, rng, everyone)
+    val_episodes = _split_episodes(episode_success, cmd.validation, rng, ~held_episodes)
+    held, val = held_episodes[episode], val_episodes[episode]
+    train_idx = np.flatnonzero(~held & ~val)
+    val_idx, test_idx = np.flatnonzero(val), np.flatnonzero(held)
 
-    image_shape = list(ds.features[camera]["shape"]) if camera else None
-    net = SuccessNet(state.shape[1], cmd.hidden, image_shape)
+    image_shapes = [list(ds.features[c]["shape"]) for c in cameras]
+    net = SuccessNet(state.shape[1], cmd.hidden, image_shapes)
     net.state_mean.copy_(torch.as_tensor(state[train_idx].mean(axis=0)))
     net.state_std.copy_(torch.as_tensor(state[train_idx].std(axis=0) + 1e-6))
-    state_t = torch.as_tensor(state)
     label_t = torch.as_tensor(label, dtype=torch.float32)
-    images_t = torch.as_tensor(images) if images is not None else None
     positives = float(label[train_idx].sum())
     # Success frames are a minority; weight them so both classes count alike.
     loss_fn = nn.BCEWithLogitsLoss(
         pos_weight=torch.tensor((len(train_idx) - positives) / max(positives, 1.0))
     )
     optimizer = torch.optim.Adam(net.parameters(), lr=cmd.lr)
-    net.train()
-    for _ in range(cmd.epochs):
+    best: tuple[float, int, float, dict[str, torch.Tensor]] | None = None  # (F1, epoch, threshold, weights)
+    for epoch in range(cmd.epochs):
+        net.train()
         for batch in np.array_split(rng.permutation(train_idx), max(1, len(train_idx) // cmd.batch_size)):
             b = torch.as_tensor(batch)
-            logits = net(state_t[b], images_t[b] if images_t is not None else None)
+            logits = net(data.state[b], [im[b] for im in data.images], augment=cmd.augment)
             loss = loss_fn(logits, label_t[b])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    net.eval()
+        net.eval()
+        if len(val_idx) and label[val_idx].any():
+            p = data.probability(net, val_idx)
+            if cmd.threshold is None:
+                threshold, f1 = _best_threshold(p, label[val_idx])
+            else:
+                threshold, f1 = cmd.threshold, _f1(p > cmd.threshold, label[val_idx])
+            log.info("epoch %d: validation F1 %.3f at threshold %.2f", epoch, f1, threshold)
+            if best is None or f1 > best[0]:
+                best = (f1, epoch, threshold, {k: v.clone() for k, v in net.state_dict().items()})
+    if best is not None:
+        net.load_state_dict(best[3])
+    threshold = best[2] if best is not None else (cmd.threshold if cmd.threshold is not None else 0.5)
 
-    def predict(idx: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        with torch.no_grad():
-            chunks = [
-                torch.sigmoid(net(state_t[c], images_t[c] if images_t is not None else None))
-                for c in torch.as_tensor(idx).split(1024)
-            ]
-        return (torch.cat(chunks).numpy() > cmd.threshold) if chunks else np.zeros(0, bool)
+    def measure(idx: npt.NDArray[np.int64]) -> dict[str, Any]:
+        return _precision_recall(data.probability(net, idx) > threshold, label[idx], episode[idx])
 
     summary: dict[str, Any] = {
         "dataset": str(ds.root),
         "inputs": inputs,
-        "camera": camera,
+        "cameras": cameras,
+        "threshold": threshold,
+        "best_epoch": best[1] if best is not None else cmd.epochs - 1,
+        "train_episodes": int((~held_episodes & ~val_episodes).sum()),
+        "validation_episodes": int(val_episodes.sum()),
         "held_out_episodes": int(held_episodes.sum()),
-        "train_episodes": int((~held_episodes).sum()),
-        "held_out": _precision_recall(predict(test_idx), label[test_idx]),
-        "train": _precision_recall(predict(train_idx), label[train_idx]),
+        "held_out_episode_indices": np.flatnonzero(held_episodes).tolist(),
+        "held_out": measure(test_idx),
+        "validation": measure(val_idx),
+        "train": measure(train_idx),
     }
-    out = cmd.out or Path("runs") / f"reward-{ds.root.name}"
+    out = cmd.folder
     out.mkdir(parents=True, exist_ok=True)
     config = {
         "format": FORMAT,
+        "version": VERSION,
         "robolearn_version": __version__,
         "state_dim": int(state.shape[1]),
         "hidden": list(cmd.hidden),
-        "image_shape": image_shape,
-        "threshold": cmd.threshold,
+        "image_shapes": image_shapes,
         "train_config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cmd).items()},
         **summary,
     }
@@ -266,24 +391,25 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
 
 
 def evaluate_reward_classifier(cmd: RewardEvalCmd) -> dict[str, Any]:
-    """Frame-level precision and recall of a trained classifier on a labelled dataset."""
+    """Frame-level (and episode-level) precision and recall of a trained classifier on a dataset,
+    against the success of each frame's observed state."""
     cmd.check()
     classifier = load_reward_classifier(cmd.classifier, cmd.threshold)
     ds = read_dataset(cmd.dataset)
     if SUCCESS not in ds.features:
         raise DatasetError(f"{ds.root}: no {SUCCESS} feature to compare with")
+    missing = [c for c in classifier.cameras if c not in ds.camera_keys]
+    if missing:
+        raise DatasetError(f"{ds.root}: no cameras {missing}; it records {ds.camera_keys or 'none'}")
     frames: dict[str, Any] = dict(ds.frames())
-    if classifier.camera is not None:
-        if classifier.camera not in ds.camera_keys:
-            raise DatasetError(f"{ds.root}: no camera {classifier.camera}; it records {ds.camera_keys}")
-        frames[classifier.camera] = np.concatenate(
-            [ds.video_frames(e.index, classifier.camera) for e in ds.episodes]
-        )
+    for camera, images in zip(classifier.cameras, _images(ds, classifier.cameras), strict=True):
+        frames[camera] = images.numpy()
     n = len(frames["index"])
     predicted = np.concatenate(
         [classifier.reward({k: v[i : i + 1024] for k, v in frames.items()}) > 0.5 for i in range(0, n, 1024)]
     )
-    return _precision_recall(predicted, frames[SUCCESS].astype(bool)) | {
+    episode = frames["episode_index"].astype(np.int64)
+    return _precision_recall(predicted, observed_success(frames), episode) | {
         "classifier": str(cmd.classifier),
         "dataset": str(ds.root),
         "threshold": classifier.threshold,

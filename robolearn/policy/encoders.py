@@ -99,6 +99,7 @@ class ObservationEncoder(nn.Module):
         features: int = 50,
         frozen: bool = False,
         obs_clip: float = 10.0,
+        channels: int = 32,
     ) -> None:
         super().__init__()
         if not image_shapes:
@@ -107,7 +108,7 @@ class ObservationEncoder(nn.Module):
         self.state_keys = list(state_sizes)
         self.keys = self.image_keys + self.state_keys
         self.state_sizes = [int(s) for s in state_sizes.values()]
-        self.cameras = nn.ModuleList([ConvEncoder(s, features) for s in image_shapes.values()])
+        self.cameras = nn.ModuleList([ConvEncoder(s, features, channels) for s in image_shapes.values()])
         self.frozen = frozen
         if frozen:
             self.cameras.requires_grad_(False)

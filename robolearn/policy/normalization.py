@@ -8,6 +8,7 @@ the task's physical range at the edge.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,18 @@ class ObsLayout:
         return np.concatenate([np.asarray(obs[k], np.float32).reshape(n, -1) for k in self.keys], axis=1)
 
 
+def merge_moments(
+    mean: Any, var: Any, count: float, batch_mean: Any, batch_var: Any, n: int
+) -> tuple[Any, Any, float]:
+    """Mean, variance and count of the data so far merged with a batch's (Chan et al.'s parallel
+    update), for numpy arrays and torch tensors alike (the device loop's normalizer, issue 14)."""
+    total = count + n
+    delta = batch_mean - mean
+    merged_mean = mean + delta * n / total
+    merged_var = (var * count + batch_var * n + delta**2 * count * n / total) / total
+    return merged_mean, merged_var, total
+
+
 class RunningNorm:
     """Running mean and variance (Chan et al.'s parallel update), for standardizing observations."""
 
@@ -45,12 +58,9 @@ class RunningNorm:
         n = x.shape[0]
         if n == 0:
             return
-        mean, var = x.mean(axis=0), x.var(axis=0)
-        total = self.count + n
-        delta = mean - self.mean
-        self.mean = self.mean + delta * n / total
-        self.var = (self.var * self.count + var * n + delta**2 * self.count * n / total) / total
-        self.count = total
+        self.mean, self.var, self.count = merge_moments(
+            self.mean, self.var, self.count, x.mean(axis=0), x.var(axis=0), n
+        )
 
     @property
     def std(self) -> FloatArray:

@@ -63,11 +63,12 @@ ONNX_OPS = frozenset(
         "Gemm", "MatMul", "Relu", "LeakyRelu", "Elu", "Tanh", "Sigmoid", "Softplus", "Clip",
         "LayerNormalization", "ReduceMean", "Constant", "Identity", "Reshape", "Flatten",
         "Concat", "Slice", "Gather", "Shape", "Unsqueeze", "Squeeze", "Cast", "Transpose",
-        "Conv",
+        "Conv", "ArgMax", "GatherElements", "Greater",
     }
 )  # fmt: skip
-"""Operators an exported policy's ONNX graph may contain: arithmetic, activations, shapes, and the
-convolutions of a pixel policy's camera encoders (issue 13; no pooling: the encoders use none)."""
+"""Operators an exported policy's ONNX graph may contain: arithmetic, activations, shapes, the
+convolutions of a pixel policy's camera encoders (issue 13; no pooling: the encoders use none), and
+the greedy choice of a discrete gripper head (issue 11: argmax, gather, comparison)."""
 
 TORCHSCRIPT_OPS = frozenset(
     {
@@ -81,6 +82,7 @@ TORCHSCRIPT_OPS = frozenset(
         "aten::view", "aten::flatten", "aten::slice", "aten::select", "aten::size", "aten::unsqueeze",
         "aten::squeeze", "aten::contiguous", "aten::Int", "aten::detach",
         "aten::_convolution", "aten::permute", "aten::to",
+        "aten::argmax", "aten::gather", "aten::gt",
     }
 )  # fmt: skip
 """Operators the ``forward`` graph of an exported TorchScript policy may contain."""

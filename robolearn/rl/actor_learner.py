@@ -24,6 +24,7 @@ from robolearn.data.episodes import EpisodeWriter
 from robolearn.envs.autoreset import EndedEpisodes, EpisodeStatistics, step_success, transition_next_obs
 from robolearn.hil.interventions import Interventions, InterventionStats
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.rl.gripper import GripperSpec
 from robolearn.rl.replay import Batch, ReplayBuffer, sample_training_batch
 from robolearn.rl.sac import SAC
 
@@ -129,7 +130,9 @@ class ActorRole:
     usual SAC warm-up. With ``interventions``, people (or scripted stand-ins) may take over any
     world at any step; with ``reward_fn`` a learned success classifier gives the reward and ends
     an episode it judges successful, as SERL does where no simulator computes the reward;
-    ``recorder`` receives every step, for a dataset of the training episodes.
+    ``recorder`` receives every step, for a dataset of the training episodes. With a discrete
+    ``gripper`` (``--gripper-critic``), the warm-up's random actions close or open it, as the
+    gripper head does, never between.
     """
 
     def __init__(
@@ -144,8 +147,10 @@ class ActorRole:
         interventions: Interventions | None = None,
         reward_fn: RewardFn | None = None,
         recorder: EpisodeWriter | None = None,
+        gripper: GripperSpec | None = None,
     ) -> None:
         self.env = env
+        self.gripper = gripper
         self.exchange = exchange
         self.make_policy = make_policy
         self.scaler = scaler
@@ -167,6 +172,9 @@ class ActorRole:
         n = self.env.num_envs
         if self.policy is None or self.env_steps < self.random_steps:
             unit = self.rng.uniform(-1.0, 1.0, size=(n, len(self.scaler.low))).astype(np.float32)
+            if self.gripper is not None:
+                g = self.gripper
+                unit[:, g.action_index] = np.where(self.rng.random(n) < 0.5, g.closed, g.opened)
             return self.scaler.to_physical(unit)
         return self.policy(self.obs, True)
 
@@ -235,6 +243,14 @@ class ActorRole:
         """Act until told to stop or the step budget is spent (the actor thread's body)."""
         while not stop.is_set() and self.env_steps < max_env_steps:
             self.step()
+
+
+def policy_weights(agent: SAC, obs_norm: RunningNorm) -> Weights:
+    """What a learner publishes: the actor's parameters and the observation statistics, as numpy arrays."""
+    w = {f"actor.{k}": v.detach().cpu().numpy() for k, v in agent.actor.state_dict().items()}
+    w["obs_mean"] = obs_norm.mean.astype(np.float32)
+    w["obs_std"] = obs_norm.std.astype(np.float32)
+    return w
 
 
 class LearnerRole:
@@ -332,6 +348,7 @@ class LearnerRole:
             mean = torch.as_tensor(norm.mean, dtype=torch.float32, device=x.device)
             std = torch.as_tensor(norm.std, dtype=torch.float32, device=x.device)
             stats = self._norm_stats = (mean, std.reciprocal())
+            self.agent.set_obs_normalization(mean, std)
         mean, inv_std = stats
         return ((x - mean) * inv_std).clamp_(-norm.clip, norm.clip)
 
@@ -342,10 +359,7 @@ class LearnerRole:
 
     def weights(self) -> Weights:
         """The actor's parameters and the observation statistics, as numpy arrays."""
-        w = {f"actor.{k}": v.detach().cpu().numpy() for k, v in self.agent.actor.state_dict().items()}
-        w["obs_mean"] = self.obs_norm.mean.astype(np.float32)
-        w["obs_std"] = self.obs_norm.std.astype(np.float32)
-        return w
+        return policy_weights(self.agent, self.obs_norm)
 
     def publish(self) -> None:
         self.version += 1

@@ -59,6 +59,8 @@ def save_checkpoint(
     tensors = {f"actor.{k}": v for k, v in agent.actor.state_dict().items()}
     tensors |= {f"critic.{k}": v for k, v in agent.critic.state_dict().items()}
     tensors |= {f"target_critic.{k}": v for k, v in agent.target_critic.state_dict().items()}
+    if agent.gripper_target is not None:
+        tensors |= {f"gripper_target.{k}": v for k, v in agent.gripper_target.state_dict().items()}
     tensors["log_alpha"] = agent.log_alpha.detach()
     tensors |= {f"obs_norm.{k}": torch.as_tensor(v) for k, v in obs_norm.state().items()}
     tensors["torch_rng"] = torch.get_rng_state()
@@ -126,6 +128,8 @@ def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded) -> None:
         agent.actor.load_state_dict(part("actor."))
         agent.critic.load_state_dict(part("critic."))
         agent.target_critic.load_state_dict(part("target_critic."))
+        if agent.gripper_target is not None:
+            agent.gripper_target.load_state_dict(part("gripper_target."))
         with torch.no_grad():
             agent.log_alpha.copy_(t["log_alpha"])
         agent.load_optimizer_state(loaded.optimizer_state())

@@ -7,9 +7,9 @@ is allocated or written (issue 15).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -27,9 +27,53 @@ from robolearn.sim.backend import BackendName
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg
 from robolearn.tasks.core import TaskCfg, TaskError
 from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
+from robolearn.tasks.teacher import teacher_task
 
 MAX_WORLDS = 65_536
 """Most parallel worlds one actor steps; far beyond what one machine simulates in real time."""
+
+ParallelMode = Literal["off", "small", "medium", "large"]
+
+
+@dataclass(frozen=True)
+class ParallelPreset:
+    """The massively parallel mode's settings (``--parallel``), after FastTD3 and FastSAC (Seo et al.,
+    2025): many worlds, large batches and several learner steps per environment step, so the learner
+    keeps up with a GPU simulator instead of making one update per transition."""
+
+    num_envs: int
+    batch_size: int
+    updates_per_step: int
+    replay_capacity: int
+
+    def options(self) -> dict[str, int]:
+        """The TrainCfg options it sets; the warm-up, evaluation and checkpoint periods scale with the
+        worlds, so that they come every so many steps of all worlds (FastSAC starts learning after
+        10 steps of its worlds)."""
+        n = self.num_envs
+        return {
+            "num_envs": n,
+            "updates_per_step": self.updates_per_step,
+            "replay_capacity": self.replay_capacity,
+            "random_steps": 10 * n,
+            "learning_starts": 10 * n,
+            "eval_every": 100 * n,
+            "checkpoint_every": 1_000 * n,
+        }
+
+
+PARALLEL_PRESETS: dict[str, ParallelPreset] = {
+    # FastSAC's HumanoidBench world count; fits Warp's CPU device or a laptop GPU.
+    "small": ParallelPreset(num_envs=128, batch_size=4_096, updates_per_step=4, replay_capacity=1_000_000),
+    # FastSAC's MuJoCo Playground world count and its manipulation setting (8 updates per step,
+    # "higher UTD works better for manipulation" on Isaac Lab's Franka lift-cube).
+    "medium": ParallelPreset(
+        num_envs=1_024, batch_size=16_384, updates_per_step=8, replay_capacity=2_000_000
+    ),
+    # FastSAC's Isaac Lab world count and batch size.
+    "large": ParallelPreset(num_envs=4_096, batch_size=32_768, updates_per_step=8, replay_capacity=4_000_000),
+}
+"""Presets of ``--parallel``; an option given beside it (a value other than its default) wins."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +133,15 @@ class SACConfig:
     precision: Literal["float32", "bfloat16"] = "float32"
     """Matmul precision of the losses (autocast; weights and optimizer stay float32). bfloat16 is fast
     on CPUs with AMX and on CUDA tensor cores."""
+    gripper_critic: Annotated[bool, tyro.conf.arg(name="gripper-critic", prefix_name=False)] = False
+    """HIL-SERL's discrete gripper (Luo et al. 2024): a double-DQN critic over close, stay and open
+    commands the gripper of an arm task (panda_pick_cube), the actor the other components."""
+    gripper_penalty: Annotated[float, tyro.conf.arg(name="gripper-penalty", prefix_name=False)] = 0.0
+    """With --gripper-critic: reward subtracted, in the gripper critic's target only, for each step
+    that changes the gripper's measured state (HIL-SERL's gripper penalty)."""
+    gripper_epsilon: Annotated[float, tyro.conf.arg(name="gripper-epsilon", prefix_name=False)] = 0.02
+    """With --gripper-critic: chance per step that exploration takes a random gripper action
+    (epsilon-greedy); small, since one random opening drops a carried cube."""
 
     def check(self) -> None:
         """Refuse settings outside their ranges, naming the option, the value and the range."""
@@ -115,6 +168,10 @@ class SACConfig:
         if self.critic_hidden is not None:
             check_widths("--sac.critic-hidden", self.critic_hidden)
         check_range("--sac.n-step", self.n_step, 1, 1_000)
+        check_range("--gripper-penalty", self.gripper_penalty, 0, 1e3)
+        check_range("--gripper-epsilon", self.gripper_epsilon, 0, 1)
+        if self.gripper_penalty > 0 and not self.gripper_critic:
+            raise ConfigError("--gripper-penalty is the gripper critic's: it needs --gripper-critic")
 
 
 @dataclass(frozen=True)
@@ -215,6 +272,14 @@ class TrainCfg:
     thread pool: measured on 2 busy cores, 2 threads gave 1.5 updates/s where 1 gave 33."""
     threaded: bool = False
     """Run the actor in its own thread (faster; not bit-for-bit repeatable)."""
+    updates_per_step: int | None = None
+    """Learner steps (each ``--sac.utd-ratio`` critic updates and one actor update on
+    ``--sac.batch-size`` transitions) per environment step of all worlds; None: one per transition
+    collected, the sample-efficient default."""
+    parallel: ParallelMode = "off"
+    """The massively parallel mode (FastTD3/FastSAC): small (128 worlds, batch 4,096, 4 learner steps
+    per step), medium (1,024 worlds, batch 16,384, 8) or large (4,096 worlds, batch 32,768, 8); meant
+    for ``--backend mujoco_warp`` on a GPU (docs/backends.md, "Training on the device")."""
     exchange: Literal["local", "ray"] = "local"
     """How actors and learner meet: in this process, or as Ray processes (``pip install robolearn[ray]``;
     see docs/distributed.md)."""
@@ -262,12 +327,42 @@ class TrainCfg:
     data); 0 is WSRL's recipe, the new data only."""
 
     @property
+    def device_loop(self) -> bool:
+        """Whether the run trains in the device loop (:mod:`robolearn.rl.device_loop`, issue 14): a
+        robolearn task in simulation on a device backend."""
+        return self.backend == "mujoco_warp" and self.robot == "sim" and gym_env_id(self.task) is None
+
+    def with_preset(self) -> TrainCfg:
+        """This configuration with the ``--parallel`` preset applied to the options left at their defaults."""
+        if self.parallel == "off":
+            return self
+        preset = PARALLEL_PRESETS[self.parallel]
+        defaults = {f.name: f.default for f in fields(TrainCfg)}
+        changes: dict[str, Any] = {
+            k: v for k, v in preset.options().items() if getattr(self, k) == defaults[k]
+        }
+        if self.sac.batch_size == SACConfig.batch_size:
+            changes["sac"] = replace(self.sac, batch_size=preset.batch_size)
+        return replace(self, **changes)
+
+    def learner_steps(self, transitions: int) -> int:
+        """Learner steps owed for ``transitions`` newly collected: one each, or ``updates_per_step`` per
+        step of all worlds."""
+        if self.updates_per_step is None:
+            return transitions
+        return self.updates_per_step * transitions // self.num_envs
+
+    @property
     def total_steps(self) -> int:
         """Environment steps of the run: ``--online-steps`` where given, else ``--steps``."""
         return self.steps if self.online_steps is None else self.online_steps
 
     def check(self) -> None:
         """Refuse options outside their ranges or that contradict each other, before anything runs."""
+        resolved = self.with_preset()
+        if resolved != self:  # --parallel: the options the run will have are the ones checked
+            resolved.check()
+            return
         self.sac.check()
         self.offline_cfg.check()
         check_range("--offline-steps", self.offline_steps, 0)
@@ -297,6 +392,8 @@ class TrainCfg:
         check_threads("--torch-threads", self.torch_threads)
         self._check_exchange()
         self._check_robot()
+        self._check_device_loop()
+        self._check_gripper()
         check_range("--init-sim-share", self.init_sim_share, 0, 1, high_open=True)
         if self.init_from is not None and self.offline:
             raise ConfigError(
@@ -349,6 +446,52 @@ class TrainCfg:
                 "spacemouse or scripted"
             )
 
+    def _check_device_loop(self) -> None:
+        """Options the device loop does not take (``--backend mujoco_warp`` in simulation, issue 14)."""
+        check_range("--updates-per-step", self.updates_per_step, 1, 1_000, allow_none=True)
+        if not self.device_loop:
+            return
+        refused = {
+            "--hil": self.hil,
+            "--exchange ray": self.exchange != "local",
+            "--threaded": self.threaded,
+            "--reward classifier": self.reward != "task",
+            "--offline": bool(self.offline),
+            "--init-from": self.init_from is not None,
+            "--sac.n-step above 1": self.sac.n_step > 1,
+        }
+        for option, given in refused.items():
+            if given:
+                raise ConfigError(
+                    f"{option} is not available in the device loop of --backend mujoco_warp; "
+                    "use --backend mujoco_batch for it"
+                )
+
+    def _check_gripper(self) -> None:
+        """``--gripper-critic`` needs an arm task whose action has a gripper, learnt by the SAC loop."""
+        if not self.sac.gripper_critic:
+            return
+        task = make_task_cfg(self.task) if gym_env_id(self.task) is None else None
+        if task is None or task.action.gripper is None:
+            raise ConfigError(
+                f"--gripper-critic: {self.task} has no gripper in its action; it applies to arm tasks "
+                "with one (panda_pick_cube)"
+            )
+        if task.action.gripper.observation not in task.observations:
+            raise ConfigError(
+                f"--gripper-critic: task {self.task} does not observe its gripper "
+                f"({task.action.gripper.observation!r}); it observes {', '.join(task.observations)}"
+            )
+        if task.cameras:
+            raise ConfigError(
+                f"--gripper-critic: {self.task} trains from pixels (DrQ), which has no gripper critic"
+            )
+        if self.offline or self.init_from is not None or self.device_loop:
+            raise ConfigError(
+                "--gripper-critic trains with the SAC loop of --backend mujoco_batch or pybullet; "
+                "it does not combine with --offline, --init-from or --backend mujoco_warp"
+            )
+
     def _check_exchange(self) -> None:
         """Options of ``--exchange ray``; refused where they mean nothing or cannot work there."""
         check_range("--actors", self.actors, 1, 1_024)
@@ -395,6 +538,12 @@ class DistillCmd:
     """Adam learning rate of the fit."""
     hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the student (SAC's actor network)."""
+    encoder_channels: int = 32
+    """A task with cameras: convolution channels of the student's camera encoders (DrQ's 32; 16
+    costs a quarter of the arithmetic, for training on a CPU)."""
+    expert_task: str | None = None
+    """A task with cameras: the state task whose expert labels it (default: its name without
+    ``_pixels``)."""
     eval_episodes: int = 32
     """Episodes of the student alone after every round (the learning curve)."""
     final_eval_episodes: int = 100
@@ -413,9 +562,12 @@ class DistillCmd:
     def check(self) -> TaskCfg:
         """Refuse settings that cannot run, naming them; returns the task's definition."""
         task = make_task_cfg(self.task)
-        if task.expert is None:
+        if task.cameras:  # labelled by its state task's expert (robolearn.tasks.teacher)
+            teacher_task(task, self.expert_task)
+        elif task.expert is None:
             raise TaskError(f"task {self.task} has no scripted expert to distill")
         check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
+        check_range("--encoder-channels", self.encoder_channels, 1, 256)
         for name, value in (
             ("--iterations", self.iterations),
             ("--steps-per-iteration", self.steps_per_iteration),

@@ -12,6 +12,14 @@ observations standardized by running statistics, so the result is an ordinary
 :class:`robolearn.policy.network.PolicyNetwork`. Rollouts run under the task's domain randomization on a
 backend. The run folder has the checkpoint layout of ``robolearn train`` (weights, normalizer and
 the policy record ``load_policy`` reads), so ``robolearn eval`` and ``robolearn export`` take it.
+
+A task with cameras (``panda_pick_cube_pixels``) has no expert of its own: its state task's expert
+labels it from privileged state read on the same worlds (:mod:`robolearn.tasks.teacher`), as a
+teacher in simulation does, while the student sees only the cameras and proprioception. That
+student is a :class:`~robolearn.policy.pixel_network.PixelPolicy` (DrQ's encoder, with
+``--encoder-channels`` convolution channels, trained by the regression with random-shift
+augmentation); the run folder then holds the exported policy folder ``policy/`` (TorchScript, the
+cameras in ``policy.json``), which ``robolearn eval --policy`` and ``policy_node`` load.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,14 +40,17 @@ import torch.nn.functional as F
 from robolearn.envs.autoreset import EpisodeStatistics
 from robolearn.envs.task_env import TaskEnv
 from robolearn.eval.evaluation import evaluate
+from robolearn.policy.encoders import ObservationEncoder
 from robolearn.policy.meta import run_policy_record
-from robolearn.policy.network import Actor, PolicyNetwork
+from robolearn.policy.network import PolicyNetwork
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
+from robolearn.policy.pixel_network import PixelPolicy
 from robolearn.rl.checkpoint import save_checkpoint
 from robolearn.rl.config import DistillCmd, SACConfig
 from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
-from robolearn.tasks.core import TaskCfg
+from robolearn.tasks.core import Observation, TaskCfg
+from robolearn.tasks.teacher import privileged_observations, teacher_task
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +61,122 @@ def _env(task: TaskCfg, backend: str, num_envs: int, seed: int, randomize: bool)
     return TaskEnv(task, name, num_envs, seed=seed, randomize=randomize)
 
 
-def _student(actor: Actor, norm: RunningNorm, layout: ObsLayout, scaler: ActionScaler) -> PolicyNetwork:
-    """The student as a deployable policy; its normalization is exactly what ``load_policy`` rebuilds."""
-    net = PolicyNetwork(layout, actor, norm.mean, norm.std, scaler.low, scaler.high, obs_clip=norm.clip)
-    return net.eval()
+def _sac(obs_dim: int, action_dim: int, cmd: DistillCmd) -> SAC:
+    return SAC(obs_dim, action_dim, SACConfig(hidden=cmd.hidden), torch.device("cpu"))
+
+
+class _StateStudent:
+    """SAC's actor over the flattened, standardized observation: a :class:`PolicyNetwork`."""
+
+    def __init__(self, cmd: DistillCmd, task: TaskCfg, env: TaskEnv) -> None:
+        # The order a Dict space gives (sorted keys): the order the network reads its input in.
+        shapes = {k: (size,) for k, size in sorted(env.observation_sizes.items())}
+        self.meta = run_policy_record(cmd.task, shapes, task.action.low, task.action.high, cmd.hidden)
+        self.obs_shapes = {k: tuple(v) for k, v in self.meta["obs_shapes"].items()}
+        self.layout = ObsLayout(self.obs_shapes)
+        self.scaler = ActionScaler(task.action.low, task.action.high)
+        # A whole SAC agent, though only its actor is fitted: the checkpoint then has train's layout.
+        self.agent = _sac(self.layout.dim, len(self.scaler.low), cmd)
+        self.optimizer = torch.optim.Adam(self.agent.actor.parameters(), lr=cmd.lr)
+        self.norm = RunningNorm(self.layout.dim)
+        self.inputs: list[npt.NDArray[np.float32]] = []
+        self.new = 0
+
+    def remember(self, obs: Observation) -> None:
+        self.inputs.append(self.layout.flatten(obs))
+        self.new += len(self.inputs[-1])
+
+    def __len__(self) -> int:
+        return sum(len(x) for x in self.inputs)
+
+    def fit(self, labels: npt.NDArray[np.float32], cmd: DistillCmd, rng: np.random.Generator) -> float:
+        x_all = np.concatenate(self.inputs)
+        self.norm.update(x_all[len(x_all) - self.new :])
+        self.new = 0
+        xt = torch.as_tensor(self.norm(x_all))
+        return _fit(self.optimizer, lambda idx: self.agent.actor.act(xt[idx]), labels, cmd, rng)
+
+    def policy(self) -> Callable[[Observation], npt.NDArray[np.float64]]:
+        net = PolicyNetwork(
+            self.layout, self.agent.actor, self.norm.mean, self.norm.std, self.scaler.low, self.scaler.high,
+            obs_clip=self.norm.clip,
+        )
+        return net.eval().act
+
+    def save(self, run_dir: Path, env_steps: int, rounds: int, task: TaskCfg) -> dict[str, Any]:
+        ckpt = save_checkpoint(
+            run_dir / "checkpoints",
+            env_steps,
+            agent=self.agent,
+            obs_norm=self.norm,
+            online=ReplayBuffer(1, self.obs_shapes, len(self.scaler.low)),
+            demos=None,
+            state={
+                "policy": self.meta,
+                "distill": {"env_steps": env_steps, "samples": len(self), "rounds": rounds},
+            },
+        )
+        return {"checkpoint": str(ckpt)}
+
+
+class _PixelStudent:
+    """A :class:`PixelPolicy` over the task's cameras and state terms, its encoder trained by the
+    regression (with DrQ's random shifts: the student must not key on exact pixel positions)."""
+
+    def __init__(self, cmd: DistillCmd, task: TaskCfg, env: TaskEnv) -> None:
+        images = {k: spec.shape for k, spec in env.image_specs.items() if spec.kind == "rgb"}
+        states = dict(sorted(env.observation_sizes.items()))
+        encoder = ObservationEncoder(images, states, channels=cmd.encoder_channels)
+        actor = _sac(encoder.feature_dim, len(task.action.low), cmd).actor
+        self.student = PixelPolicy(encoder, actor, task.action.low, task.action.high)
+        self.optimizer = torch.optim.Adam(self.student.parameters(), lr=cmd.lr)
+        self.scaler = ActionScaler(task.action.low, task.action.high)
+        self.frames: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in encoder.keys}
+
+    def remember(self, obs: Observation) -> None:
+        for key, frames in self.frames.items():
+            frames.append(np.asarray(obs[key]))
+
+    def __len__(self) -> int:
+        return sum(len(x) for x in next(iter(self.frames.values())))
+
+    def fit(self, labels: npt.NDArray[np.float32], cmd: DistillCmd, rng: np.random.Generator) -> float:
+        data = [torch.as_tensor(np.concatenate(frames)) for frames in self.frames.values()]
+        encoder = self.student.encoder
+        if encoder.state_keys:  # standardize the state terms by everything collected so far
+            states = torch.cat([d.reshape(len(d), -1).float() for d in data[len(encoder.cameras) :]], dim=1)
+            encoder.set_state_statistics(states.mean(0).numpy(), states.std(0).numpy())
+        self.student.train()
+
+        def act(idx: torch.Tensor) -> torch.Tensor:
+            return self.student.actor.act(encoder.encode([d[idx] for d in data], augment=True))
+
+        loss = _fit(self.optimizer, act, labels, cmd, rng)
+        self.student.eval()
+        return loss
+
+    def policy(self) -> Callable[[Observation], npt.NDArray[np.float64]]:
+        return self.student.act
+
+    def save(self, run_dir: Path, env_steps: int, rounds: int, task: TaskCfg) -> dict[str, Any]:
+        from robolearn.policy.pixel_export import export_pixel_policy
+
+        folder = export_pixel_policy(self.student, task, run_dir / "policy", source=f"distill:{run_dir.name}")
+        return {"policy_dir": str(folder)}
+
+
+def _expert_for(
+    task: TaskCfg, env: TaskEnv, teacher_name: str | None
+) -> Callable[[Observation], npt.NDArray[Any]]:
+    """The task's scripted expert, or for a task with cameras its state task's, reading privileged
+    state from the same worlds (the student never sees it)."""
+    if not task.cameras:
+        assert task.expert is not None  # check() refused a task without one
+        return task.expert(task)
+    teacher = teacher_task(task, teacher_name)
+    assert teacher.expert is not None  # teacher_task checked it
+    expert = teacher.expert(teacher)
+    return lambda _obs: np.asarray(expert(privileged_observations(teacher, env)), np.float64)
 
 
 def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -67,24 +191,12 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
 
     env = _env(task, cmd.backend, cmd.num_envs, seeds[1], cmd.randomize)
     eval_env = _env(task, cmd.backend, min(cmd.eval_episodes, cmd.num_envs), seeds[2], cmd.randomize)
-    assert task.expert is not None  # check() refused a task without one
-    expert = task.expert(task)
-    # The same policy record as a trained run's, so load_policy reads both alike; the student
-    # flattens observations in its order.
-    # The order a Dict space gives (sorted keys): the order the network reads its input in.
-    shapes = {k: (size,) for k, size in sorted(env.observation_sizes.items())}
-    meta = run_policy_record(cmd.task, shapes, task.action.low, task.action.high, cmd.hidden)
-    obs_shapes = {k: tuple(v) for k, v in meta["obs_shapes"].items()}
-    layout = ObsLayout(obs_shapes)
-    scaler = ActionScaler(task.action.low, task.action.high)
-    # A whole SAC agent, though only its actor is fitted: the checkpoint then has train's layout.
-    agent = SAC(layout.dim, len(scaler.low), SACConfig(hidden=cmd.hidden), torch.device("cpu"))
-    optimizer = torch.optim.Adam(agent.actor.parameters(), lr=cmd.lr)
-    norm = RunningNorm(layout.dim)
+    expert = _expert_for(task, env, cmd.expert_task)
+    student = _PixelStudent(cmd, task, env) if task.cameras else _StateStudent(cmd, task, env)
+    scaler = student.scaler
     run_dir.mkdir(parents=True, exist_ok=False)
     (run_dir / "distill_config.json").write_text(json.dumps(dataclasses.asdict(cmd), default=str, indent=1))
 
-    inputs: list[npt.NDArray[np.float32]] = []
     labels: list[npt.NDArray[np.float32]] = []
     evals: list[dict[str, Any]] = []
     env_steps = 0
@@ -93,31 +205,28 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
     stats = EpisodeStatistics(env.num_envs)
     for it in range(cmd.iterations):
         beta = cmd.beta_decay**it
-        student = _student(agent.actor, norm, layout, scaler)
+        acting = student.policy()
         steps = cmd.steps_per_iteration // cmd.num_envs
         rollout_successes: list[bool] = []
         for _ in range(steps):
             label = expert(obs)
             action = label
             if beta < 1.0:
-                own = student.act(obs)
+                own = acting(obs)
                 action = np.where((rng.random(cmd.num_envs) < beta)[:, None], label, own)
-            inputs.append(layout.flatten(obs))
+            student.remember(obs)
             labels.append(scaler.to_unit(label))
             obs, reward, terminated, truncated, info = env.step(action)
             ended = stats.step(reward, terminated, truncated, info)
             rollout_successes += [] if ended.successes is None else ended.successes.tolist()
         env_steps += steps * cmd.num_envs
-        x_all = np.concatenate(inputs)
-        norm.update(x_all[-steps * cmd.num_envs :])
-        loss = _fit(agent.actor, optimizer, norm(x_all), np.concatenate(labels), cmd, rng)
+        loss = student.fit(np.concatenate(labels), cmd, rng)
 
-        student = _student(agent.actor, norm, layout, scaler)
-        result = evaluate(eval_env, student.act, cmd.eval_episodes, seed=seeds[3]).summary()
+        result = evaluate(eval_env, student.policy(), cmd.eval_episodes, seed=seeds[3]).summary()
         result |= {
             "iteration": it,
             "env_steps": env_steps,
-            "samples": len(x_all),
+            "samples": len(student),
             "beta": beta,
             "loss": loss,
             "rollout_success_rate": float(np.mean(rollout_successes)) if rollout_successes else float("nan"),
@@ -125,7 +234,7 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
         }
         evals.append(result)
         log.info(
-            "round %d: success %.2f, loss %.4f, %d samples", it, result["success_rate"], loss, len(x_all)
+            "round %d: success %.2f, loss %.4f, %d samples", it, result["success_rate"], loss, len(student)
         )
         if progress is not None:
             progress(result)
@@ -135,34 +244,22 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
     eval_env.close()
     train_seconds = time.perf_counter() - started  # rounds only; wall_minutes adds the final evaluations
 
-    student = _student(agent.actor, norm, layout, scaler)
     final: dict[str, dict[str, Any]] = {}
     for label_, randomize in (("nominal", False), ("randomized", True)):
         fenv = _env(task, cmd.backend, min(cmd.final_eval_episodes, cmd.num_envs), seeds[4], randomize)
-        final[label_] = evaluate(fenv, student.act, cmd.final_eval_episodes, seed=seeds[4]).summary()
+        final[label_] = evaluate(fenv, student.policy(), cmd.final_eval_episodes, seed=seeds[4]).summary()
         fenv.close()
 
-    ckpt = save_checkpoint(
-        run_dir / "checkpoints",
-        env_steps,
-        agent=agent,
-        obs_norm=norm,
-        online=ReplayBuffer(1, obs_shapes, len(scaler.low)),
-        demos=None,
-        state={
-            "policy": meta,
-            "distill": {"env_steps": env_steps, "samples": len(x_all), "rounds": len(evals)},
-        },
-    )
+    saved = student.save(run_dir, env_steps, len(evals), task)
     from robolearn.eval.plots import plot_learning_curve
 
     summary: dict[str, Any] = {
         "task": cmd.task,
         "method": "dagger",
         "run_dir": str(run_dir),
-        "checkpoint": str(ckpt),
+        **saved,
         "env_steps": env_steps,
-        "samples": len(x_all),
+        "samples": len(student),
         "train_minutes": train_seconds / 60,
         "wall_minutes": (time.perf_counter() - started) / 60,
         "success_rate": final["randomized" if cmd.randomize else "nominal"]["success_rate"],
@@ -180,19 +277,19 @@ def distill(cmd: DistillCmd, progress: Callable[[dict[str, Any]], None] | None =
 
 
 def _fit(
-    actor: Actor,
     optimizer: torch.optim.Optimizer,
-    x: npt.NDArray[np.float32],
+    act: Callable[[torch.Tensor], torch.Tensor],
     y: npt.NDArray[np.float32],
     cmd: DistillCmd,
     rng: np.random.Generator,
 ) -> float:
-    """Regress the actor's deterministic action onto the expert's labels; returns the last 100 steps' loss."""
-    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+    """Regress the student's deterministic action (``act`` of sample indices) onto the expert's
+    labels ``y``; returns the last 100 steps' loss."""
+    yt = torch.as_tensor(y)
     losses = []
     for _ in range(cmd.updates_per_iteration):
-        idx = torch.as_tensor(rng.integers(0, len(xt), size=cmd.batch_size))
-        loss = F.mse_loss(actor.act(xt[idx]), yt[idx])
+        idx = torch.as_tensor(rng.integers(0, len(yt), size=cmd.batch_size))
+        loss = F.mse_loss(act(idx), yt[idx])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -43,8 +43,8 @@ from robolearn.rl.config import SACConfig
 from robolearn.rl.pixel_replay import FrameReplay, capacity_for_budget, load_image_demos
 from robolearn.rl.replay import Batch
 from robolearn.rl.sac import SAC
-from robolearn.tasks import make_task_cfg, task_names
 from robolearn.tasks.core import TaskCfg
+from robolearn.tasks.teacher import privileged_observations, teacher_task
 
 log = logging.getLogger(__name__)
 
@@ -296,20 +296,7 @@ def _demonstrations(
 
 
 def _expert_cfg(cfg: PixelTrainCfg, env: TaskEnv) -> TaskCfg:
-    name = cfg.expert_task or cfg.task.removesuffix("_pixels")
-    if name not in task_names():
-        raise ConfigError(
-            f"expert task {name!r} is not a task; set expert_task (tasks: {', '.join(task_names())})"
-        )
-    expert_cfg = make_task_cfg(name)
-    if expert_cfg.expert is None:
-        raise ConfigError(f"task {name} has no scripted expert to demonstrate {cfg.task}")
-    if tuple(expert_cfg.action.names) != tuple(env.cfg.action.names):
-        raise ConfigError(
-            f"task {name} acts with {list(expert_cfg.action.names)}, "
-            f"{cfg.task} with {list(env.cfg.action.names)}"
-        )
-    return expert_cfg
+    return teacher_task(env.cfg, cfg.expert_task)
 
 
 def collect_pixel_demos(
@@ -340,11 +327,7 @@ def collect_pixel_demos(
             raise RuntimeError(
                 f"the scripted expert gave {kept} successful episodes of {attempts} in {steps} steps"
             )
-        privileged = {
-            k: np.asarray(t.fn(env, **t.params)).reshape(n, -1).astype(np.float32)
-            for k, t in expert_cfg.observations.items()
-        }
-        action = expert(privileged)
+        action = expert(privileged_observations(expert_cfg, env))
         next_obs, reward, terminated, truncated, info = env.step(action)
         unit = scaler.to_unit(action)
         for i in range(n):

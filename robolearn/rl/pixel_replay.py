@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from robolearn.data.format import ACTION, DONE, IMAGES, OBS, REWARD, TERMINATED, DatasetError
 from robolearn.data.reader import read_dataset
+from robolearn.data.video import episode_video
 from robolearn.errors import ConfigError
 from robolearn.policy.normalization import ActionScaler
 from robolearn.rl.replay import Batch
@@ -238,7 +239,7 @@ def load_image_demos(
             k: frames[OBS + k].reshape(n, *obs_shapes[k]).astype(np.float32) for k in state_keys
         }
         for key, camera in cameras.items():
-            obs[key] = ds.video_frames(episode, IMAGES + camera)
+            obs[key] = episode_video(ds, episode, camera)
         done = frames[TERMINATED if TERMINATED in frames else DONE].astype(bool)
         terminal = bool(done[-1]) if n else False
         if n < 2 and not terminal:

@@ -3,6 +3,10 @@
 A buffer stores whole transitions ``(obs, action, reward, next_obs, terminated)``; actions are kept
 in the policy's normalized units ([-1, 1] per component). Saving writes one ``.npz`` (no pickles),
 so loading a buffer never executes code.
+
+:class:`DeviceReplayBuffer` is the same ring buffer in a torch device's memory (issue 14): the device
+training loop (:mod:`robolearn.rl.device_loop`) writes the worlds' tensors into it and samples from
+it without a host round trip; it becomes a :class:`ReplayBuffer` only to be saved in a checkpoint.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from robolearn.errors import ConfigError, CorruptFileError
 
@@ -143,6 +148,14 @@ def _tail(x: Any, n: int) -> Any:
     return {k: v[-n:] for k, v in x.items()} if isinstance(x, dict) else x[-n:]
 
 
+def demo_count(online: int, demos: int, batch_size: int, demo_fraction: float) -> int:
+    """How many of a batch RLPD's symmetric sampling draws from the demonstrations, given how many
+    transitions each buffer holds: the fixed share, or all of it from the one buffer that has data."""
+    if demos == 0:
+        return 0
+    return batch_size if online == 0 else round(batch_size * demo_fraction)
+
+
 def sample_symmetric(
     online: ReplayBuffer,
     demos: ReplayBuffer | None,
@@ -156,11 +169,11 @@ def sample_symmetric(
     of each batch from the offline data and half from the online data. With no demonstrations
     (or an empty online buffer) the whole batch comes from the buffer that has data.
     """
-    if demos is None or len(demos) == 0:
+    n_demo = demo_count(len(online), 0 if demos is None else len(demos), batch_size, demo_fraction)
+    if demos is None or n_demo == 0:
         return online.sample(batch_size, rng)
-    if len(online) == 0:
+    if n_demo == batch_size:
         return demos.sample(batch_size, rng)
-    n_demo = round(batch_size * demo_fraction)
     a, b = demos.sample(n_demo, rng), online.sample(batch_size - n_demo, rng)
     return Batch(
         {k: np.concatenate([a.obs[k], b.obs[k]]) for k in a.obs},
@@ -224,9 +237,7 @@ def sample_training_batch(
     each actor step side by side (``online_stride``).
     """
     parts: list[tuple[Batch, npt.NDArray[np.float32]]] = []
-    n_demo = 0
-    if demos is not None and len(demos) > 0:
-        n_demo = batch_size if len(online) == 0 else round(batch_size * demo_fraction)
+    n_demo = demo_count(len(online), 0 if demos is None else len(demos), batch_size, demo_fraction)
     if demos is not None and n_demo:
         parts.append(take_n_step(demos, rng.integers(0, len(demos), n_demo), n_step, gamma, 1))
     if batch_size - n_demo:
@@ -247,3 +258,149 @@ def sample_training_batch(
         ),
         np.concatenate([da, db]),
     )
+
+
+class DeviceBatch(NamedTuple):
+    """A batch of transitions as tensors on one device, observations flattened (see :class:`Batch`)."""
+
+    obs: torch.Tensor
+    """(n, obs_dim) float32, the observation's keys side by side in the layout's order."""
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+
+
+class DeviceReplayBuffer:
+    """:class:`ReplayBuffer` in a torch device's memory, observations flattened (issue 14).
+
+    Written and sampled with tensors on ``device`` only; the position and size are host integers
+    (they follow from how many transitions were added), so neither adding nor sampling waits for
+    the device. :meth:`to_host` and :meth:`from_host` convert for checkpoints.
+    """
+
+    def __init__(
+        self, capacity: int, obs_shapes: dict[str, tuple[int, ...]], action_dim: int, device: torch.device
+    ) -> None:
+        if capacity < 1:
+            raise ConfigError(f"--replay-capacity {capacity}: must be at least 1")
+        self.capacity = capacity
+        self.obs_shapes = dict(obs_shapes)
+        self.sizes = [int(np.prod(s)) for s in obs_shapes.values()]
+        self.action_dim = action_dim
+        self.device = device
+        dim = sum(self.sizes)
+
+        def zeros(*shape: int) -> torch.Tensor:
+            return torch.zeros(shape, dtype=torch.float32, device=device)
+
+        self.obs, self.next_obs = zeros(capacity, dim), zeros(capacity, dim)
+        self.action, self.reward, self.terminated = (
+            zeros(capacity, action_dim),
+            zeros(capacity),
+            zeros(capacity),
+        )
+        self.pos = 0
+        self.size = 0
+        self.total_added = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, batch: DeviceBatch) -> None:
+        """Append n transitions (wrapping around when full)."""
+        n = int(batch.reward.shape[0])
+        if n > self.capacity:  # only the newest fit
+            batch = DeviceBatch(*(x[-self.capacity :] for x in batch))
+            n = self.capacity
+        idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
+        self.obs[idx] = batch.obs
+        self.next_obs[idx] = batch.next_obs
+        self.action[idx] = batch.action
+        self.reward[idx] = batch.reward
+        self.terminated[idx] = batch.terminated
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+        self.total_added += n
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> DeviceBatch:
+        """Draw transitions uniformly with replacement, indices drawn on the device."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=self.device)
+        return self.take(idx)
+
+    def take(self, idx: torch.Tensor) -> DeviceBatch:
+        """The transitions at the given slots."""
+        return DeviceBatch(
+            self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx], self.terminated[idx]
+        )
+
+    def to_host(self) -> ReplayBuffer:
+        """A host copy of the filled slots with dict observations, as a checkpoint saves it (its
+        capacity is what it holds: a checkpoint of a large, partly filled buffer stays small)."""
+        n = self.size
+        out = ReplayBuffer(max(n, 1), self.obs_shapes, self.action_dim)
+
+        def host(x: torch.Tensor) -> npt.NDArray[np.float32]:
+            return x[:n].detach().cpu().numpy()
+
+        obs, next_obs = host(self.obs), host(self.next_obs)
+        start = 0
+        for (key, shape), size in zip(self.obs_shapes.items(), self.sizes, strict=True):
+            out.obs[key][:n] = obs[:, start : start + size].reshape(n, *shape)
+            out.next_obs[key][:n] = next_obs[:, start : start + size].reshape(n, *shape)
+            start += size
+        out.action[:n], out.reward[:n], out.terminated[:n] = (
+            host(self.action),
+            host(self.reward),
+            host(self.terminated),
+        )
+        out.size, out.pos, out.total_added = n, self.pos % out.capacity, self.total_added
+        return out
+
+    @classmethod
+    def from_host(
+        cls, buffer: ReplayBuffer, device: torch.device, capacity: int | None = None
+    ) -> DeviceReplayBuffer:
+        """A host buffer's transitions on ``device`` (in ``capacity`` slots; default: the buffer's)."""
+        out = cls(capacity or buffer.capacity, buffer.obs_shapes, buffer.action_dim, device)
+        n = len(buffer)
+        if n == 0:
+            return out
+
+        def dev(x: npt.NDArray[Any]) -> torch.Tensor:
+            return torch.as_tensor(np.ascontiguousarray(x[:n], np.float32), device=device)
+
+        def flat(obs: Obs) -> torch.Tensor:
+            return torch.cat([dev(obs[k]).reshape(n, -1) for k in buffer.obs_shapes], dim=1)
+
+        # Oldest first, so that a buffer that had wrapped around keeps its order of arrival.
+        order = (np.arange(n) + (buffer.pos if n == buffer.capacity else 0)) % n
+        batch = DeviceBatch(
+            flat(buffer.obs),
+            dev(buffer.action),
+            dev(buffer.reward),
+            flat(buffer.next_obs),
+            dev(buffer.terminated),
+        )
+        out.add(DeviceBatch(*(x[torch.as_tensor(order, device=device)] for x in batch)))
+        out.total_added = buffer.total_added
+        return out
+
+
+def sample_symmetric_device(
+    online: DeviceReplayBuffer,
+    demos: DeviceReplayBuffer | None,
+    batch_size: int,
+    demo_fraction: float,
+    generator: torch.Generator,
+) -> DeviceBatch:
+    """:func:`sample_symmetric` on the device: RLPD's share of every batch from the demonstrations."""
+    n_demo = demo_count(len(online), 0 if demos is None else len(demos), batch_size, demo_fraction)
+    if demos is None or n_demo == 0:
+        return online.sample(batch_size, generator)
+    if n_demo == batch_size:
+        return demos.sample(batch_size, generator)
+    a, b = demos.sample(n_demo, generator), online.sample(batch_size - n_demo, generator)
+    return DeviceBatch(*(torch.cat([x, y]) for x, y in zip(a, b, strict=True)))

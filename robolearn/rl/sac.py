@@ -18,6 +18,9 @@ Critic options (``SACConfig.critic_loss``, ``critic_norm``, ``target_network``, 
   see the same normalization statistics.
 - n-step returns: the target bootstraps after n rewards (Sutton and Barto, ch. 7); the replay
   sampler sums the rewards and passes the discount ``gamma ** k`` of each transition.
+- HIL-SERL's discrete gripper critic and gripper-change penalty (Luo et al. 2024): with a
+  ``gripper`` spec, actor and critics cover the other action components and a double-DQN critic
+  over close, stay and open commands the gripper (:mod:`robolearn.rl.gripper`).
 
 The ensemble is one set of stacked weights: every layer of every critic is one batched matmul.
 The update is written as two loss functions of tensors (critic, actor) so that ``torch.compile``
@@ -37,6 +40,7 @@ from torch import nn
 
 from robolearn.policy.network import Actor
 from robolearn.rl.config import SACConfig
+from robolearn.rl.gripper import GripperCritic, GripperSpec
 
 
 class EnsembleLinear(nn.Module):
@@ -193,13 +197,28 @@ class HLGauss(nn.Module):
 class SAC(nn.Module):
     """Actor, critic ensemble, target critics, temperature and their optimizers."""
 
-    def __init__(self, obs_dim: int, action_dim: int, cfg: SACConfig, device: torch.device) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        cfg: SACConfig,
+        device: torch.device,
+        gripper: GripperSpec | None = None,
+    ) -> None:
         super().__init__()
         cfg.check()
+        if cfg.gripper_critic and gripper is None:
+            raise ValueError("SACConfig.gripper_critic needs the task's GripperSpec")
         self.cfg = cfg
         self.device = device
         self.action_dim = action_dim
+        self.gripper_index = gripper.action_index if gripper is not None and cfg.gripper_critic else None
+        # With the discrete gripper, actor and critics see the other action components only.
+        action_dim = action_dim - (self.gripper_index is not None)
         self.actor = Actor(obs_dim, action_dim, cfg.hidden)
+        if gripper is not None and self.gripper_index is not None:
+            # The policy's widths: the head deploys with the actor, rebuilt from its hidden sizes.
+            self.actor.gripper = gripper.head(obs_dim, cfg.hidden)
         self.hl_gauss = (
             HLGauss(cfg.value_range[0], cfg.value_range[1], cfg.hl_gauss_bins)
             if cfg.critic_loss == "hl_gauss"
@@ -227,8 +246,11 @@ class SAC(nn.Module):
         scale = 1.0 if cfg.target_entropy == "action_dim" else 0.5
         self.target_entropy = -scale * action_dim
         self.to(device)
-        # Parameter lists fetched once: the update loops over them every step.
-        self._actor_params: list[torch.Tensor] = list(self.actor.parameters())
+        # Parameter lists fetched once: the update loops over them every step. The gripper head
+        # rides in the actor (it is part of the policy) but learns as a critic.
+        self._actor_params: list[torch.Tensor] = [
+            p for name, p in self.actor.named_parameters() if not name.startswith("gripper.")
+        ]
         self._critic_params: list[torch.Tensor] = list(self.critic.parameters())
         self._target_params: list[torch.Tensor] = list(self.target_critic.parameters())
         # Fused Adam: one kernel per step instead of several per parameter; the same algorithm, rounded
@@ -237,6 +259,15 @@ class SAC(nn.Module):
         self.actor_opt = torch.optim.Adam(self._actor_params, lr=cfg.actor_lr, fused=fused)
         self.critic_opt = torch.optim.Adam(self._critic_params, lr=cfg.critic_lr, fused=fused)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, fused=fused)
+        self.gripper: GripperCritic | None = None
+        if self.actor.gripper is not None:
+            self.gripper = GripperCritic(
+                self.actor.gripper, cfg.critic_lr, cfg.tau, cfg.gripper_penalty, fused
+            )
+        # Observation statistics the learner normalizes with (set_obs_normalization): the gripper
+        # critic reads the measured gripper back in raw units.
+        self._obs_mean: torch.Tensor | None = None
+        self._obs_std: torch.Tensor | None = None
         self.updates = 0
         self._critic_loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = self.critic_loss
         self._actor_loss_fn: Callable[..., tuple[torch.Tensor, ...]] = self.actor_loss
@@ -246,17 +277,49 @@ class SAC(nn.Module):
             self._critic_loss_fn = torch.compile(self.critic_loss, dynamic=False)
             self._actor_loss_fn = torch.compile(self.actor_loss, dynamic=False)
 
+    @property
+    def gripper_target(self) -> nn.Module | None:
+        """The gripper critic's target network (checkpoints carry it), None without one."""
+        return self.gripper.target if self.gripper is not None else None
+
     def optimizer_state(self) -> dict[str, dict[str, object]]:
-        return {
+        state = {
             "actor": self.actor_opt.state_dict(),
             "critic": self.critic_opt.state_dict(),
             "alpha": self.alpha_opt.state_dict(),
         }
+        if self.gripper is not None:
+            state["gripper"] = self.gripper.opt.state_dict()
+        return state
 
     def load_optimizer_state(self, state: dict[str, dict[str, object]]) -> None:
+        if (self.gripper is not None) != ("gripper" in state):
+            raise KeyError("gripper critic optimizer state (saved with and loaded without it, or back)")
         self.actor_opt.load_state_dict(state["actor"])
         self.critic_opt.load_state_dict(state["critic"])
         self.alpha_opt.load_state_dict(state["alpha"])
+        if self.gripper is not None:
+            self.gripper.opt.load_state_dict(state["gripper"])
+
+    def set_obs_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """The statistics observations are normalized with (the gripper critic reads raw values)."""
+        self._obs_mean, self._obs_std = mean, std
+
+    def _measured_gripper(self, obs: torch.Tensor) -> torch.Tensor:
+        """The measured gripper (B,) in raw units, from normalized observations."""
+        assert self.actor.gripper is not None
+        i = self.actor.gripper.obs_index
+        x = obs[:, i]
+        if self._obs_mean is None or self._obs_std is None:
+            return x
+        return x * self._obs_std[i] + self._obs_mean[i]
+
+    def _split_action(self, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The continuous components (what actor and critics see) and the gripper command, if any."""
+        i = self.gripper_index
+        if i is None:
+            return act, None
+        return torch.cat([act[:, :i], act[:, i + 1 :]], dim=1), act[:, i]
 
     @contextlib.contextmanager
     def autocast(self) -> Iterator[None]:
@@ -392,16 +455,26 @@ class SAC(nn.Module):
         b = self.cfg.batch_size
         if discount is None:
             discount = torch.full_like(rew, self.cfg.gamma)
-        critic_losses = []
+        act, command = self._split_action(act)
+        critic_losses, gripper_losses = [], []
         for k in range(self.cfg.utd_ratio):
             s = slice(k * b, (k + 1) * b)
             critic_losses.append(self.critic_step(obs[s], act[s], rew[s], next_obs[s], term[s], discount[s]))
+            if self.gripper is not None and command is not None:
+                measured = self._measured_gripper(obs[s])
+                gripper_losses.append(
+                    self.gripper.step(obs[s], measured, command[s], rew[s], next_obs[s], term[s], discount[s])
+                )
         actor_loss, alpha, entropy = self.actor_step(obs[-b:])
         self.updates += self.cfg.utd_ratio
-        return self.metrics(torch.stack(critic_losses).mean(), actor_loss, alpha, entropy)
+        extra = {"gripper_loss": torch.stack(gripper_losses).mean()} if gripper_losses else {}
+        return self.metrics(torch.stack(critic_losses).mean(), actor_loss, alpha, entropy, **extra)
 
     @staticmethod
-    def metrics(critic_loss: Any, actor_loss: Any, alpha: Any, entropy: Any) -> dict[str, float]:
+    def metrics(
+        critic_loss: Any, actor_loss: Any, alpha: Any, entropy: Any, **extra: Any
+    ) -> dict[str, float]:
         # One device-to-host copy for all metrics (one synchronization on a GPU, not four).
-        values = torch.stack([critic_loss, actor_loss, alpha, entropy]).tolist()
-        return dict(zip(("critic_loss", "actor_loss", "temperature", "entropy"), values, strict=True))
+        names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
+        values = torch.stack([critic_loss, actor_loss, alpha, entropy, *extra.values()]).tolist()
+        return dict(zip(names, values, strict=True))

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +36,7 @@ from robolearn.policy.network import policy_from_weights
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.rl.actor_learner import (
     ActorRole,
+    EpisodeStats,
     Exchange,
     LearnerRole,
     LocalExchange,
@@ -45,6 +46,7 @@ from robolearn.rl.actor_learner import (
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.rl.demos import collect_scripted_demos
+from robolearn.rl.gripper import train_gripper
 from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
 from robolearn.tasks import make_task_cfg
@@ -104,6 +106,36 @@ class RunState:
     """With ``--robot ros``: steps, resets, control-period overruns, pauses, safety interventions."""
 
 
+class Learner(Protocol):
+    """What evaluation and a run's summary read of a learner: :class:`LearnerRole`, or the device
+    loop's (:mod:`robolearn.rl.device_loop`)."""
+
+    @property
+    def episodes(self) -> EpisodeStats: ...
+
+    @property
+    def intervened_transitions(self) -> int: ...
+
+    def weights(self) -> Weights: ...
+
+
+def open_run(cfg: TrainCfg) -> tuple[Path, bool]:
+    """The run folder, and whether the run resumes from a checkpoint there."""
+    run_dir = _run_dir(cfg)
+    resuming = cfg.resume is not None and (run_dir / "checkpoints" / LATEST).is_file()
+    if cfg.resume is not None and not resuming:
+        log.warning("%s has no complete checkpoint (killed writing its first?): starting over", run_dir)
+    return run_dir, resuming
+
+
+def start_run(cfg: TrainCfg, run_dir: Path) -> None:
+    """Make the folder of a run that starts, with its ``config.json``."""
+    # A run killed before its first checkpoint was complete is resumed from the beginning: it holds
+    # its config and nothing else of value.
+    run_dir.mkdir(parents=True, exist_ok=cfg.resume is not None)
+    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1))
+
+
 def _run_dir(cfg: TrainCfg) -> Path:
     if cfg.resume is not None:
         return cfg.resume
@@ -145,6 +177,7 @@ def train(
         cfg = _load_run_cfg(cfg.resume, cfg.steps if cfg.steps != TrainCfg.steps else None)
     elif cfg.init_from is not None:
         cfg = _with_init_run(cfg)
+    cfg = cfg.with_preset()  # --parallel: its settings where no option was given
     cfg.check()  # ranges and consistency, before anything is allocated or written
     if cfg.hil and cfg.device == "keyboard" and _hil_display(cfg) != "window":
         raise TaskError(
@@ -156,10 +189,11 @@ def train(
 
         for root in (*cfg.demos, *cfg.offline):
             read_dataset(root)  # a missing or malformed dataset fails here, before anything is written
-    run_dir = _run_dir(cfg)
-    resuming = cfg.resume is not None and (run_dir / "checkpoints" / LATEST).is_file()
-    if cfg.resume is not None and not resuming:
-        log.warning("%s has no complete checkpoint (killed writing its first?): starting over", run_dir)
+    if cfg.device_loop:  # issue 14: simulation, replay buffer and learner on one device
+        from robolearn.rl.device_loop import train_on_device
+
+        return train_on_device(cfg, progress)
+    run_dir, resuming = open_run(cfg)
     device = resolve_device(cfg.torch_device)
 
     if cfg.torch_threads > 0:
@@ -178,7 +212,7 @@ def train(
     action_dim = len(scaler.low)
 
     # Networks and buffers.
-    agent = SAC(layout.dim, action_dim, cfg.sac, device)
+    agent = SAC(layout.dim, action_dim, cfg.sac, device, train_gripper(cfg.sac, cfg.task, layout, scaler))
     obs_norm = RunningNorm(layout.dim)
     online = ReplayBuffer(cfg.replay_capacity, obs_shapes, action_dim)
     demos: ReplayBuffer | None = None
@@ -196,10 +230,7 @@ def train(
         agent.updates = state.updates
         log.info("resumed %s at %d env steps", loaded.path, state.env_steps)
     else:
-        # A run killed before its first checkpoint was complete is resumed from the beginning: it
-        # holds its config and nothing else of value.
-        run_dir.mkdir(parents=True, exist_ok=cfg.resume is not None)
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), default=str, indent=1))
+        start_run(cfg, run_dir)
         demos = _demo_buffer(cfg, scaler, obs_shapes, int(seeds[3]))
         if demos is not None:
             obs_norm.update(layout.flatten(demos.obs)[: len(demos)])
@@ -241,6 +272,7 @@ def train(
             interventions=interventions,
             reward_fn=reward_fn,
             recorder=recorder,
+            gripper=train_gripper(cfg.sac, cfg.task, layout, scaler),
         )
     if state.env_steps > 0 or pretrained:
         learner.publish()
@@ -286,8 +318,9 @@ def train(
             arrived = learner.ingest(block=actor is None or thread is not None, timeout=1.0)
             state.env_steps = learner.env_steps
             if len(online) >= learning_starts:
-                # Keep the update-to-data ratio: one learner step (utd critic updates) per transition.
-                for _ in range(arrived):
+                # Keep the update-to-data ratio: one learner step (utd critic updates) per transition,
+                # or --updates-per-step per step of all worlds.
+                for _ in range(cfg.learner_steps(arrived)):
                     metrics = learner.update()
                 learner.publish()
                 if agent.updates - logged_at >= 500:
@@ -313,7 +346,9 @@ def train(
             if state.env_steps >= next_ckpt:
                 next_ckpt += cfg.checkpoint_every
                 state.wall_seconds = time.perf_counter() - started
-                _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
+                _checkpoint(
+                    run_dir, state, agent, obs_norm, online, learner.demos, rng_state(learner.rng), cfg, env
+                )
             if progress is not None:
                 reports_success = actor.stats.reports_success if actor is not None else True
                 progress(state, _live(learner, state, started, reports_success))
@@ -333,7 +368,7 @@ def train(
     state.wall_seconds = time.perf_counter() - started
     if cfg.robot == "ros":
         state.robot = env.report() | {"dataset": str(run_dir / "episodes")}
-    _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, learner, cfg, env)
+    _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, rng_state(learner.rng), cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
 
@@ -356,6 +391,7 @@ def _policy_factory(cfg: TrainCfg, layout: ObsLayout, scaler: ActionScaler) -> P
         # publication (each env step with one world) took about 2 ms of a 25 ms Walker2d step.
         if not built:
             built.append(policy_from_weights(weights, layout, scaler.low, scaler.high, cfg.sac.hidden))
+            built[0].gripper_epsilon = cfg.sac.gripper_epsilon  # exploration of a gripper head, if any
             return built[0].act
         policy = built[0]
         with torch.no_grad():
@@ -385,6 +421,7 @@ def build_actor(cfg: TrainCfg, exchange: Exchange, seed: int) -> ActorRole:
         seed=seed,
         random_steps=random_steps,
         reward_fn=_reward_fn(cfg),
+        gripper=train_gripper(cfg.sac, cfg.task, layout, scaler),
     )
 
 
@@ -454,7 +491,7 @@ def _demo_buffer(
         task = make_task_cfg(cfg.task)
         if task.expert is None:
             raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
-        n = 8 if cfg.backend == "mujoco_batch" else 1
+        n = 8 if cfg.backend in ("mujoco_batch", "mujoco_warp") else 1
         env = TaskEnv(task, cfg.backend, n, seed=seed, sim_params=cfg.sim_params)
         scripted, attempts = collect_scripted_demos(
             env, task.expert(task), cfg.scripted_demos, scaler, cfg.replay_capacity, seed
@@ -653,7 +690,7 @@ def _human_view(cfg: TrainCfg, env: Any, run_dir: Path) -> tuple[Callable[[], No
 
 
 def _evaluate(
-    learner: LearnerRole, layout: ObsLayout, scaler: ActionScaler, cfg: TrainCfg, env: Any, episodes: int
+    learner: Learner, layout: ObsLayout, scaler: ActionScaler, cfg: TrainCfg, env: Any, episodes: int
 ) -> dict[str, Any]:
     if env is None:
         return _robot_episodes(learner, episodes)
@@ -662,7 +699,7 @@ def _evaluate(
     return summary
 
 
-def _robot_episodes(learner: LearnerRole, episodes: int) -> dict[str, Any]:
+def _robot_episodes(learner: Learner, episodes: int) -> dict[str, Any]:
     """On a robot: the outcomes of its last ``episodes`` training episodes (with exploration)."""
     ep = learner.episodes
     successes, returns = ep.successes[-episodes:], ep.returns[-episodes:]
@@ -685,7 +722,7 @@ def _checkpoint(
     obs_norm: RunningNorm,
     online: ReplayBuffer,
     demos: ReplayBuffer | None,
-    learner: LearnerRole,
+    learner_rng: dict[str, Any],
     cfg: TrainCfg,
     env: Any,
 ) -> Path:
@@ -698,7 +735,7 @@ def _checkpoint(
         demos=demos,
         state={
             "run": dataclasses.asdict(state),
-            "learner_rng": rng_state(learner.rng),
+            "learner_rng": learner_rng,
             "policy": policy_record(cfg, env),
         },
     )
@@ -708,7 +745,7 @@ def _finish(
     cfg: TrainCfg,
     run_dir: Path,
     state: RunState,
-    learner: LearnerRole,
+    learner: Learner,
     layout: ObsLayout,
     scaler: ActionScaler,
     eval_env: Any,

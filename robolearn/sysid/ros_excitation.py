@@ -39,7 +39,7 @@ from robolearn.sim.backend import FloatArray
 from robolearn.sysid.excitation import multisine
 from robolearn.sysid.model import SysidError, model_from_task
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import TaskCfg
+from robolearn.tasks.core import TaskCfg, TermConstants
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class RosExcitationCfg:
     """Give up (s) when the robot stops answering."""
 
 
-class _CommandedView:
+class _CommandedView(TermConstants):
     """The task's view with the recorder's own controller state: the task's action mapping run on
     it turns the commands sent into the actuators' inputs, as the robot's controller does."""
 

@@ -215,6 +215,7 @@ def ctbr_action() -> ActionCfg:
 
 
 # -- terms shared by the quadrotor tasks -------------------------------------------------------
+# Terms compute with env.xp (numpy, or torch on MuJoCo Warp's device: tasks/terms.py).
 CRASH = {"frame": NAME, "min_height": 0.05, "max_tilt": math.radians(80.0)}
 """Parameters of :func:`crashed`: centre below 5 cm, or tilted past 80 degrees."""
 
@@ -224,7 +225,7 @@ def attitude_matrix(env: TaskEnvView, frame: str) -> FloatArray:
 
     A rotation matrix is continuous in the attitude, unlike a quaternion's double cover.
     """
-    return quat_to_mat(env.sim.frame_quat(frame)).reshape(env.num_envs, 9)
+    return env.xp.reshape(quat_to_mat(env.sim.frame_quat(frame)), (env.num_envs, 9))
 
 
 def last_thrust(env: TaskEnvView) -> FloatArray:
@@ -239,12 +240,12 @@ def last_body_rates(env: TaskEnvView) -> FloatArray:
 
 def linvel_l2(env: TaskEnvView, frame: str) -> FloatArray:
     """Squared speed of a frame ((m/s)^2)."""
-    return np.sum(np.square(env.sim.frame_linvel(frame)), axis=1)
+    return env.xp.sum(env.xp.square(env.sim.frame_linvel(frame)), axis=1)
 
 
 def angvel_l2(env: TaskEnvView, frame: str) -> FloatArray:
     """Squared angular speed of a frame ((rad/s)^2)."""
-    return np.sum(np.square(env.sim.frame_angvel(frame)), axis=1)
+    return env.xp.sum(env.xp.square(env.sim.frame_angvel(frame)), axis=1)
 
 
 def crashed(env: TaskEnvView, frame: str, min_height: float, max_tilt: float) -> BoolArray:
@@ -266,7 +267,7 @@ def place_near_state(
     ``max_rate`` (rad/s, per axis)."""
     n, rng = len(ids), env.rng
     direction = rng.normal(size=(n, 3))
-    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    direction /= env.xp.linalg.vector_norm(direction, axis=1, keepdims=True)
     offset = direction * radius * rng.uniform(size=(n, 1)) ** (1.0 / 3.0)  # uniform in the ball
     roll, pitch = rng.uniform(-max_tilt, max_tilt, size=(2, n))
     quat = quat_from_euler(roll, pitch, rng.uniform(-math.pi, math.pi, size=n))

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pybullet_data
 
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.scene import JointPositionCfg, JointVelocityCfg, RobotCfg, UrdfAsset
-from robolearn.sim.transforms import quat_rotate_inverse
+from robolearn.sim.transforms import namespace_of, quat_rotate_inverse
 from robolearn.tasks import terms
 from robolearn.tasks.core import ActionCfg, TaskEnvView
 
@@ -92,10 +91,11 @@ def ackermann_hinge_angles(steer: FloatArray) -> FloatArray:
     Ackermann geometry: both front wheels point square to lines from one turning centre on the rear
     axle line, at ``WHEELBASE / tan(steer)`` from the car's centre line; the inner wheel turns more.
     """
-    curvature = np.tan(steer) / WHEELBASE
+    xp = namespace_of(steer)
+    curvature = xp.tan(steer) / WHEELBASE
     half = curvature * TRACK / 2
-    return np.stack(
-        [np.arctan2(curvature * WHEELBASE, 1 - half), np.arctan2(curvature * WHEELBASE, 1 + half)], axis=1
+    return xp.stack(
+        [xp.atan2(curvature * WHEELBASE, 1 - half), xp.atan2(curvature * WHEELBASE, 1 + half)], axis=1
     )
 
 
@@ -105,10 +105,11 @@ def steering_from_hinges(hinges: FloatArray) -> FloatArray:
     Inverts :func:`ackermann_hinge_angles` for each wheel and averages the two curvatures, so a
     measured steering angle reads the same as the commanded one.
     """
-    tan_left, tan_right = np.tan(hinges[:, 0]), np.tan(hinges[:, 1])
+    xp = namespace_of(hinges)
+    tan_left, tan_right = xp.tan(hinges[:, 0]), xp.tan(hinges[:, 1])
     left = tan_left / (WHEELBASE + tan_left * TRACK / 2)
     right = tan_right / (WHEELBASE - tan_right * TRACK / 2)
-    return np.arctan((left + right) / 2 * WHEELBASE)
+    return xp.atan((left + right) / 2 * WHEELBASE)
 
 
 def ackermann_wheel_speeds(speed: FloatArray, steer: FloatArray) -> FloatArray:
@@ -117,12 +118,13 @@ def ackermann_wheel_speeds(speed: FloatArray, steer: FloatArray) -> FloatArray:
     Each tyre rolls on a circle about the same turning centre as the car, so its speed is the
     car's speed times its distance to that centre over the rear axle centre's: no wheel scrubs.
     """
-    curvature = np.tan(steer) / WHEELBASE
+    xp = namespace_of(steer)
+    curvature = xp.tan(steer) / WHEELBASE
     lateral = TRACK / 2 + TYRE_OFFSET
     rear_left, rear_right = 1 - curvature * lateral, 1 + curvature * lateral
     front = curvature * WHEELBASE
-    ratios = np.stack(
-        [rear_left, rear_right, np.hypot(front, rear_left), np.hypot(front, rear_right)], axis=1
+    ratios = xp.stack(
+        [rear_left, rear_right, xp.hypot(front, rear_left), xp.hypot(front, rear_right)], axis=1
     )
     return speed[:, None] * ratios / WHEEL_RADIUS
 
@@ -130,7 +132,7 @@ def ackermann_wheel_speeds(speed: FloatArray, steer: FloatArray) -> FloatArray:
 def speed_steer_to_controls(env: TaskEnvView, action: FloatArray) -> FloatArray:
     """Speed (m/s) and steering angle (rad) to four wheel speeds and two hinge angles."""
     speed, steer = action[:, 0], action[:, 1]
-    return np.concatenate([ackermann_wheel_speeds(speed, steer), ackermann_hinge_angles(steer)], axis=1)
+    return env.xp.concat([ackermann_wheel_speeds(speed, steer), ackermann_hinge_angles(steer)], axis=1)
 
 
 def speed_steer_action() -> ActionCfg:

@@ -1,0 +1,49 @@
+"""The host array namespace (issue 18) gives numpy's results, bit for bit, on what the per-step path
+passes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robolearn.sim import host_xp
+
+RNG = np.random.default_rng(0)
+ARRAYS = [RNG.normal(size=s) * 10 ** RNG.uniform(-3, 3) for s in [(1, 3), (4, 7), (2, 3, 4), (5,)]]
+
+
+@pytest.mark.parametrize("x", ARRAYS, ids=lambda x: str(x.shape))
+def test_reductions_and_norms_match_numpy(x: np.ndarray) -> None:
+    for axis in [None, *range(x.ndim)]:
+        for keepdims in (False, True):
+            for ours, theirs in ((host_xp.sum, np.sum), (host_xp.all, np.all), (host_xp.any, np.any)):
+                arg = x if ours is host_xp.sum else x > 0
+                a, b = ours(arg, axis=axis, keepdims=keepdims), theirs(arg, axis=axis, keepdims=keepdims)
+                assert np.shape(a) == np.shape(b) and np.array_equal(a, b)
+        if axis is not None:
+            a, b = host_xp.linalg.vector_norm(x, axis=axis), np.linalg.vector_norm(x, axis=axis)
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert host_xp.linalg.vector_norm(x.astype(np.float32), axis=-1).dtype == np.float32
+
+
+def test_clip_matches_numpy_including_nan_and_one_sided_bounds() -> None:
+    x = np.array([[-2.0, 0.5, np.nan, 3.0, -np.inf]])
+    lo, hi = np.array([-1.0, 0.0, 0.0, 0.0, 0.0]), np.array([1.0, 1.0, 1.0, 2.0, 1.0])
+    np.testing.assert_array_equal(host_xp.clip(x, lo, hi), np.clip(x, lo, hi))
+    np.testing.assert_array_equal(host_xp.clip(x, 0.0, 1.0), np.clip(x, 0.0, 1.0))
+    np.testing.assert_array_equal(host_xp.clip(x, min=0.0), np.clip(x, 0.0, None))
+    np.testing.assert_array_equal(host_xp.clip(x, max=0.0), np.clip(x, None, 0.0))
+    ints = np.array([1, 5, -3])
+    assert host_xp.clip(ints, min=0).dtype == np.clip(ints, 0, None).dtype
+
+
+def test_array_equal_matches_numpy() -> None:
+    a = np.array([1.0, 2.0, np.nan])
+    for b in (a.copy(), np.array([1.0, 2.0]), np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, np.nan])):
+        assert host_xp.array_equal(a, b) == np.array_equal(a, b)
+    assert host_xp.array_equal(a[:2], np.array([1.0, 2.0]))
+
+
+def test_everything_else_is_numpy() -> None:
+    assert host_xp.zeros is np.zeros and host_xp.float32 is np.float32 and host_xp.where is np.where
+    assert host_xp.linalg.norm is np.linalg.norm
