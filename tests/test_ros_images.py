@@ -8,7 +8,6 @@ commands by their stamps (the node's decision time), never by fixed sleeps.
 from __future__ import annotations
 
 import io
-import json
 import struct
 import threading
 import time
@@ -22,6 +21,8 @@ import torch
 from PIL import Image
 
 pytest.importorskip("rclpy", reason="ROS 2 (rclpy) is not installed")
+
+from ros_helpers import ArmCommandLog
 
 from robolearn.bench.deploy import StandInRobot, camera_sized
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, msg, sensor_qos
@@ -42,7 +43,7 @@ from robolearn.hardware.ros.images import (
     image_msg,
     read_image,
 )
-from robolearn.hardware.ros.messages import MessageError, make_codec, stamp_seconds
+from robolearn.hardware.ros.messages import MessageError
 from robolearn.hardware.ros.policy_node import PolicyNodeParams
 from robolearn.hardware.ros.sim_robot_node import RobotReport, SimRobotParams
 from robolearn.policy.encoders import ObservationEncoder
@@ -250,33 +251,6 @@ def pixel_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return export_pixel_policy(policy, cfg, tmp_path_factory.mktemp("pixels") / "policy", onnx=True)
 
 
-class TwistLog:
-    """servo_twist commands heard: each one's stamp (policy_node's decision time) and displacement."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.codec = make_codec(make_task_cfg(PIXEL_TASK), "servo_twist")
-        self.commands: list[tuple[float, np.ndarray]] = []
-        self.reports: list[dict[str, Any]] = []
-
-    def on_command(self, m: Any) -> None:
-        action = np.zeros(4)
-        self.codec.decode("command", m, action)
-        with self.lock:
-            self.commands.append((stamp_seconds(m.header.stamp), action[:3]))
-
-    def on_report(self, m: Any) -> None:
-        with self.lock:
-            self.reports.append(json.loads(m.data))
-
-    def after(self, t: float) -> list[np.ndarray]:
-        with self.lock:
-            return [d for stamp, d in self.commands if stamp > t]
-
-    def moving_after(self, t: float) -> bool:
-        return any(np.abs(d).max() > 1e-4 for d in self.after(t))
-
-
 def test_a_pixel_policy_drives_the_simulated_robot_from_compressed_images(
     tmp_path: Path, pixel_policy: Path
 ) -> None:
@@ -290,7 +264,7 @@ def test_a_pixel_policy_drives_the_simulated_robot_from_compressed_images(
         open(tmp_path / "sim.log", "w") as slog,
         local_node("observer", domain) as node,
     ):
-        commands = TwistLog()
+        commands = ArmCommandLog(PIXEL_TASK, still=1e-4)
         images: list[Any] = []
         scene = camera_topic("scene", "compressed")
         endpoints = [
@@ -353,7 +327,7 @@ def test_a_stale_camera_trips_the_watchdog_as_a_stale_state_topic(tmp_path: Path
     log_path = tmp_path / "policy.log"
     cfg = camera_sized(make_task_cfg(PIXEL_TASK), (96, 72))
     with open(log_path, "w") as plog, local_node("robot", domain) as node:
-        commands = TwistLog()
+        commands = ArmCommandLog(PIXEL_TASK, still=1e-4)
         endpoints = [
             node.create_subscription(
                 msg("geometry_msgs", "TwistStamped"), "command", commands.on_command, command_qos()
@@ -382,8 +356,8 @@ def test_a_stale_camera_trips_the_watchdog_as_a_stale_state_topic(tmp_path: Path
 
             robot.cameras = False
             t_silent = time.time()  # no image is stamped later
-            wait_until(lambda: len(commands.after(t_silent + timeout)) >= 10, 30, "no commands")
-            held = commands.after(t_silent + timeout)
+            wait_until(lambda: len(commands.stamped_after(t_silent + timeout)) >= 10, 30, "no commands")
+            held = commands.stamped_after(t_silent + timeout)
             assert all(np.all(d == 0.0) for d in held), "a silent camera did not stop the arm"
 
             def watchdog_report() -> bool:

@@ -10,7 +10,6 @@ import json
 import math
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ import pytest
 import yaml
 
 pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or source a ROS 2 installation")
+
+from ros_helpers import ArmCommandLog
 
 from robolearn.envs.task_env import TaskEnv
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, latched_qos, msg, sensor_qos
@@ -329,35 +330,6 @@ def test_scripted_drone_and_car_succeed_over_ros(
     assert summary["success_rate"] >= 0.9, summary
 
 
-class ArmCommandLog:
-    """What the test's node hears from policy_node driving the arm with ``servo_twist``: each
-    command's stamp (the node's decision time, which is what the watchdog and the e-stop act on) with
-    the tool displacement it carries, and the safety reports."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.codec = make_codec(make_task_cfg("panda_reach"), "servo_twist")
-        self.commands: list[tuple[float, np.ndarray]] = []
-        self.reports: list[dict[str, Any]] = []
-
-    def on_command(self, m: Any) -> None:
-        action = np.zeros(4)
-        self.codec.decode("command", m, action)
-        with self.lock:
-            self.commands.append((stamp_seconds(m.header.stamp), action[:3]))
-
-    def on_report(self, m: Any) -> None:
-        with self.lock:
-            self.reports.append(json.loads(m.data))
-
-    def stamped_after(self, t: float) -> list[np.ndarray]:
-        """Displacements of the commands decided after ``t`` (s since the epoch)."""
-        with self.lock:
-            return [d for stamp, d in self.commands if stamp > t]
-
-    def moving_after(self, t: float) -> bool:
-        return any(np.abs(d).max() > 1e-3 for d in self.stamped_after(t))
-
     def report_where(self, condition: Any) -> dict[str, Any] | None:
         with self.lock:
             return next((r for r in self.reports if condition(r)), None)
@@ -377,7 +349,7 @@ def test_estop_and_stale_observations_make_the_arm_hold(tmp_path: Path, domain: 
         open(tmp_path / "sim.log", "w") as slog,
         local_node("observer", domain) as node,
     ):
-        log = ArmCommandLog()
+        log = ArmCommandLog("panda_reach")
         ages: list[float] = []
         endpoints = [
             node.create_subscription(

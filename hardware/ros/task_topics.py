@@ -19,7 +19,7 @@ from robolearn.errors import RobolearnError
 from robolearn.hardware.ros.images import camera_topic
 from robolearn.hardware.ros.messages import COMMAND_TYPES, TaskStateLayout
 from robolearn.hardware.ros.state_view import required_sources, tracked_frames, tracked_joints
-from robolearn.tasks import make_task_cfg, task_names
+from robolearn.tasks import BUILTIN, make_task_cfg, task_names, task_source
 from robolearn.tasks.core import TaskCfg
 
 BEGIN = "<!-- task-topics:begin (python -m robolearn.hardware.ros.task_topics --write docs/ros.md) -->"
@@ -64,8 +64,9 @@ def task_topics(cfg: TaskCfg) -> TaskTopics:
 
 
 def deployable_tasks() -> list[TaskCfg]:
-    """The registered tasks ROS 2 deployment supports: of an arm, drone or car."""
-    cfgs = [make_task_cfg(name) for name in task_names()]
+    """robolearn's own tasks that ROS 2 deployment supports: of an arm, drone or car (a plugin's or
+    a process's registered tasks have their own docs)."""
+    cfgs = [make_task_cfg(name) for name in task_names() if task_source(name) == BUILTIN]
     return [c for c in cfgs if c.embodiment in COMMAND_TYPES]
 
 

@@ -282,11 +282,20 @@ class SysidBenchCfg:
     cannot both be told apart)."""
     ros_max_iters: int = 30
     """ROS 2 half: most optimiser iterations."""
+    transfer: bool = True
+    """ROS 2 half: also the transfer gain, a policy distilled on the identified MuJoCo robot against
+    one distilled on the nominal robot (same seed and rounds), both deployed to the gapped robot."""
+    transfer_episodes: int = 30
+    """Episodes on the gapped robot per policy (2 s each, in real time)."""
+    transfer_rounds: int = 3
+    """DAgger rounds of each policy (1,600 steps each)."""
 
     def check(self) -> None:
         """Option ranges."""
         if self.episodes < 1 or not (0 < self.seconds <= 60) or self.noise < 0:
             raise ConfigError("episodes must be >= 1, seconds in (0, 60] and noise >= 0")
+        check_range("--transfer-episodes", self.transfer_episodes, 1)
+        check_range("--transfer-rounds", self.transfer_rounds, 1)
         if self.ros_episodes < 1 or self.ros_held_out < 1 or self.ros_max_iters < 1:
             raise ConfigError("ros-episodes, ros-held-out and ros-max-iters must be >= 1")
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from robolearn.bench.config import SysidBenchCfg
+from robolearn.eval.stats import difference_of_proportions_ci
 from robolearn.sim.scene import IdentifiedDynamics
 from robolearn.sysid.excitation import joint_excitation
 from robolearn.sysid.fit import identify, simulate
@@ -203,6 +204,7 @@ def run_sysid_ros_bench(cfg: SysidBenchCfg, progress: Callable[[str], None], wor
     nominal = trajectory_error(model, held_out, None)
     identified = trajectory_error(model, held_out, fit.params.dynamics())
     truth = trajectory_error(model, held_out, gap_params().dynamics())
+    transfer = transfer_gain(cfg, fit.params, gap, work, progress) if cfg.transfer else {}
     return {
         "sysid_traj_error_ratio": identified / nominal,
         "sysid_traj_error_nominal_rad": nominal,
@@ -215,4 +217,52 @@ def run_sysid_ros_bench(cfg: SysidBenchCfg, progress: Callable[[str], None], wor
         "sysid_ros_fit_seconds": seconds,
         "sysid_ros_identified": {k: p.value for k, p in fit.params.params.items()},
         "sysid_transfer_gain": None,
+        **transfer,
     }
+
+
+def transfer_gain(
+    cfg: SysidBenchCfg, identified: SimParams, gap: Path, work: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Success on the gapped PyBullet robot (over ROS 2) of a policy distilled on the identified
+    MuJoCo robot minus that of one distilled on the nominal robot, same seed and rounds, with a 95%
+    interval (Newcombe's hybrid score interval of a difference of proportions)."""
+    from robolearn.bench.config import TransferBenchCfg
+    from robolearn.bench.transfer import ros_pybullet_success
+    from robolearn.policy.export import export_policy
+    from robolearn.rl.config import DistillCmd
+    from robolearn.rl.distill import distill
+
+    save_sim_params(identified, work / "identified.yaml")
+    deploy = TransferBenchCfg(
+        episodes=cfg.transfer_episodes, obs_noise=0.0, obs_latency_ms=0.0, seed=cfg.seed
+    )
+    successes: dict[str, tuple[int, int]] = {}
+    for name, params in (("nominal", None), ("identified", work / "identified.yaml")):
+        progress(f"sysid: distilling {ROS_TASK} on the {name} MuJoCo robot, {cfg.transfer_rounds} rounds")
+        cmd = DistillCmd(
+            ROS_TASK,
+            num_envs=8,
+            iterations=cfg.transfer_rounds,
+            steps_per_iteration=1_600,
+            updates_per_iteration=1_000,
+            sim_params=params,
+            seed=cfg.seed,
+            out=work,
+            name=f"distill-{name}",
+        )
+        run = distill(cmd)["run_dir"]
+        policy = export_policy(Path(run), work / f"policy-{name}", force=True)
+        progress(f"sysid: {cfg.transfer_episodes} episodes of the {name} policy on the gapped robot")
+        result = ros_pybullet_success(str(policy), ROS_TASK, deploy, work, {"sim_params": str(gap)})
+        successes[name] = (round(result["success_rate"] * result["episodes"]), int(result["episodes"]))
+    (k1, n1), (k0, n0) = successes["identified"], successes["nominal"]
+    low, high = difference_of_proportions_ci(k1, n1, k0, n0)
+    return {
+        "sysid_transfer_gain": k1 / n1 - k0 / n0,
+        "sysid_transfer_gain_ci95": [low, high],
+        "sysid_transfer_success_identified": k1 / n1,
+        "sysid_transfer_success_nominal": k0 / n0,
+        "sysid_transfer_episodes": n1,
+    }
+

@@ -6,6 +6,8 @@ report percentile-bootstrap confidence intervals, and the interquartile mean acr
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -31,3 +33,20 @@ def interquartile_mean(values: npt.ArrayLike) -> float:
         return float("nan")
     lo, hi = int(np.floor(0.25 * x.size)), int(np.ceil(0.75 * x.size))
     return float(x[lo:hi].mean()) if hi > lo else float(x.mean())
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval of a success rate (95% by default)."""
+    p, z2 = successes / trials, z * z
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
+    return centre - half, centre + half
+
+
+def difference_of_proportions_ci(k1: int, n1: int, k0: int, n0: int) -> tuple[float, float]:
+    """95% interval of ``k1/n1 - k0/n0`` by Newcombe's hybrid score method (his method 10: the two
+    Wilson intervals combined), which keeps its coverage at rates near 0 or 1, unlike the normal one."""
+    (l1, u1), (l0, u0) = wilson_interval(k1, n1), wilson_interval(k0, n0)
+    p1, p0 = k1 / n1, k0 / n0
+    d = p1 - p0
+    return d - math.hypot(p1 - l1, u0 - p0), d + math.hypot(u1 - p1, p0 - l0)

@@ -544,6 +544,9 @@ class DistillCmd:
     expert_task: str | None = None
     """A task with cameras: the state task whose expert labels it (default: its name without
     ``_pixels``)."""
+    sim_params: Path | None = None
+    """A parameter file from ``robolearn sysid``: distill on the robot it identifies (the nominal
+    dynamics replaced, randomization centred on the identified values)."""
     eval_episodes: int = 32
     """Episodes of the student alone after every round (the learning curve)."""
     final_eval_episodes: int = 100
@@ -566,6 +569,8 @@ class DistillCmd:
             teacher_task(task, self.expert_task)
         elif task.expert is None:
             raise TaskError(f"task {self.task} has no scripted expert to distill")
+        if self.sim_params is not None:  # a bad parameter file, or one of another robot, fails here
+            task = apply_sim_params(task, load_sim_params(self.sim_params))
         check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
         check_range("--encoder-channels", self.encoder_channels, 1, 256)
         for name, value in (
