@@ -43,3 +43,8 @@ class ArmCommandLog:
     def moving_after(self, t: float) -> bool:
         """Whether a command decided after ``t`` moves the tool."""
         return any(np.abs(d).max() > self.still for d in self.stamped_after(t))
+
+    def report_where(self, condition: Any) -> dict[str, Any] | None:
+        """The first safety report for which ``condition(report)`` holds, or None."""
+        with self.lock:
+            return next((r for r in self.reports if condition(r)), None)

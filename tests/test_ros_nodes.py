@@ -330,11 +330,6 @@ def test_scripted_drone_and_car_succeed_over_ros(
     assert summary["success_rate"] >= 0.9, summary
 
 
-    def report_where(self, condition: Any) -> dict[str, Any] | None:
-        with self.lock:
-            return next((r for r in self.reports if condition(r)), None)
-
-
 def test_estop_and_stale_observations_make_the_arm_hold(tmp_path: Path, domain: int) -> None:
     """E-stop latches a hold until reset; killing the robot's publishers makes the watchdog hold it
     once the newest observation is older than its timeout (0.1 s in the Panda's safety config).
