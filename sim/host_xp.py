@@ -3,12 +3,12 @@
 Task terms compute with ``env.xp`` (:mod:`robolearn.tasks.worlds`): torch on a device backend,
 this module on the host; the safety layer (:mod:`robolearn.hardware.safety`) computes with it too.
 It is numpy (every public name of numpy is here as it is), except for the few functions called
-every step whose numpy implementations are Python functions around a ufunc: ``clip``, ``sum``,
-``all``, ``any``, ``array_equal`` and ``linalg.vector_norm``. On the one-world path, where arrays
-hold a handful of numbers, those wrappers cost two to four times the ufunc itself (issue 18:
-``clip`` about 2.2 us against 0.6 us). Here they call the ufuncs directly, with the same
-arguments' meaning and bit-identical results (tests/test_equivalence.py holds every task to that,
-tests/test_host_xp.py each function to numpy's).
+every step whose numpy implementations are Python functions around a ufunc or a method: ``clip``,
+``sum``, ``all``, ``any``, ``reshape``, ``array_equal`` and ``linalg.vector_norm``. On the one-world
+path, where arrays hold a handful of numbers, those wrappers cost two to four times the ufunc
+itself (issue 18: ``clip`` about 2.2 us against 0.6 us). Here they call the ufuncs (or methods)
+directly, with the same arguments' meaning and bit-identical results (tests/test_equivalence.py
+holds every task to that, tests/test_host_xp.py each function to numpy's).
 """
 
 from __future__ import annotations
@@ -47,6 +47,13 @@ def all(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
 
 def any(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return _or_reduce(x, axis=axis, keepdims=keepdims)
+
+
+def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+    """``np.reshape``: an ndarray's own method (a view where numpy's function makes one too)."""
+    if copy is None and isinstance(x, np.ndarray):
+        return x.reshape(shape)
+    return np.reshape(x, shape, copy=copy)
 
 
 def array_equal(a: Any, b: Any, /) -> bool:

@@ -37,6 +37,15 @@ def test_clip_matches_numpy_including_nan_and_one_sided_bounds() -> None:
     assert host_xp.clip(ints, min=0).dtype == np.clip(ints, 0, None).dtype
 
 
+def test_reshape_matches_numpy() -> None:
+    x = np.arange(12.0).reshape(2, 6)
+    for shape in ((2, -1), (3, 4), (-1,)):
+        got = host_xp.reshape(x, shape)
+        assert np.array_equal(got, np.reshape(x, shape)) and np.shares_memory(got, x)
+    assert not np.shares_memory(host_xp.reshape(x, (3, 4), copy=True), x)
+    assert host_xp.reshape([1, 2, 3, 4], (2, 2)).shape == (2, 2)
+
+
 def test_array_equal_matches_numpy() -> None:
     a = np.array([1.0, 2.0, np.nan])
     for b in (a.copy(), np.array([1.0, 2.0]), np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, np.nan])):
