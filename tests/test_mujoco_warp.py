@@ -20,6 +20,13 @@ over a full episode (two worlds, seed 3, MuJoCo Warp 4.0 on Warp's CPU device):
   friction cone is not invariant to turning it, so the friction at a foot impact differs by tens of
   percent in one 10 ms step (measured; :mod:`robolearn.tasks.ant`). What does not depend on that is
   checked: the contact forces carry its weight, and full episodes stay finite and end by its rule.
+  Its full-episode tolerance is a distribution (``slow``): 32 episodes per backend from the same resets
+  under the same seeded Gaussian actions (sigma 0.5), each to its termination or 1000 steps; the means
+  of return, forward velocity, length and contact-force magnitude must lie within 3 standard errors.
+  Measured: return 17.5 +- 4.2 (device) vs 14.2 +- 5.5, forward velocity 0.058 +- 0.041 vs 0.006 +-
+  0.050 m/s, length 167 +- 41 vs 190 +- 42 steps, contact force 0.84 +- 0.03 vs 0.81 +- 0.03: at most
+  0.8 standard errors apart. Halving the gear of the two +x legs on the CPU backend only gives 4.4
+  (length 494 +- 61 steps) and 3.5 (contact force) and fails it. It takes 105 s on two shared cores.
 
 Warp compiles MuJoCo Warp's kernels on first use, per kind of model (contacts, integrator). The
 default run therefore compares panda_reach over a full episode and the drone, the car and the ant
@@ -77,7 +84,7 @@ TOLERANCES = {
         0.1, 0.1, 0.25, 0.05, event_steps=2, progress=("next_index",), frame="racecar"
     ),
 }
-"""Per task; ant's full episodes are not compared (see the module doc)."""
+"""Per task; ant's full episodes are compared as a distribution (see the module doc)."""
 ANT_STEPS_BEFORE_CONTACT = 2
 """Control steps of ant's seeded actions before a foot first touches the floor (0.1 s of fall)."""
 ANT_TOL = Tolerance(1e-4, 1e-3, 1e-3, 1e-3)
@@ -367,6 +374,72 @@ def test_ant_runs_a_full_episode(pairs: dict[str, Pair]) -> None:
         done = result.terminated | result.truncated
         if done.any():
             device.reset_worlds(np.flatnonzero(done))
+
+
+ANT_WORLDS = 32
+"""Independent ant episodes per backend in the distributional comparison."""
+ANT_K_SE = 3.0
+"""Per statistic, the two backends' means may differ by this many standard errors of the difference."""
+
+
+def ant_episode_stats(pair: Pair, steps: int, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Run both backends of ``pair`` from the same resets under the same seeded Gaussian actions, each
+    world for one episode (until it terminates or ``steps``), and return per statistic the per-episode
+    values (device, host): return, mean forward velocity, length and mean contact-force magnitude."""
+    _same_start(pair, seed=3)
+    n = pair.host.num_envs
+    rng = np.random.default_rng(seed)
+    acc = {k: np.zeros((2, n)) for k in ("return", "forward_velocity", "length", "contact_force")}
+    alive = np.ones((2, n), bool)
+    for _ in range(steps):
+        action = rng.normal(0.0, 0.5, (n, 8)).clip(-1.0, 1.0)
+        for b, (worlds, result) in enumerate(
+            ((pair.device, pair.device.advance_numpy(action)), (pair.host, pair.host.advance(action)))
+        ):
+            live = alive[b]
+            obs = worlds.observe_numpy()
+            acc["return"][b] += np.where(live, result.reward, 0.0)
+            velocity = worlds.state["forward_velocity"]
+            velocity = pair.device.sim.host(velocity) if worlds is pair.device else velocity
+            acc["forward_velocity"][b] += np.where(live, velocity, 0.0)
+            acc["contact_force"][b] += np.where(live, np.linalg.norm(obs["contact_forces"], axis=1), 0.0)
+            acc["length"][b] += live
+            alive[b] &= ~(result.terminated | result.truncated)
+        if not alive.any():
+            break
+    for key in ("forward_velocity", "contact_force"):
+        acc[key] /= acc["length"]
+    return {k: (v[0], v[1]) for k, v in acc.items()}
+
+
+def _means_differ_by(stats: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """Per statistic, the difference of the two backends' means in standard errors of the difference."""
+    out = {}
+    for key, (a, b) in stats.items():
+        se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+        out[key] = abs(a.mean() - b.mean()) / max(se, 1e-9)
+    return out
+
+
+@pytest.mark.slow
+def test_ant_episode_statistics_match_mujoco_batch() -> None:
+    """Ant's full episodes on the device and the CPU backend, from the same resets under the same
+    seeded actions, give the same distribution of what a learner sees: per statistic, the means over
+    ``ANT_WORLDS`` episodes are within ``ANT_K_SE`` standard errors (the trajectories themselves part
+    at the first foot contact, see the module doc)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DEVICE_ENV, "cpu")
+        pair = Pair(
+            TaskWorlds("ant", "mujoco_warp", ANT_WORLDS, seed=3),
+            TaskWorlds("ant", "mujoco_batch", ANT_WORLDS),
+        )
+    try:
+        stats = ant_episode_stats(pair, pair.host.cfg.episode_length)
+    finally:
+        pair.device.close()
+        pair.host.close()
+    differ = _means_differ_by(stats)
+    assert max(differ.values()) < ANT_K_SE, differ
 
 
 @pytest.mark.slow
