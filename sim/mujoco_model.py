@@ -31,6 +31,7 @@ from robolearn.sim.scene import (
     ThrustBodyRateCfg,
     UrdfAsset,
 )
+from robolearn.sim.transforms import quat_to_mat
 
 _SITE = mujoco.mjtObj.mjOBJ_SITE
 
@@ -302,14 +303,12 @@ def _add_cameras(spec: mujoco.MjSpec, scene: SceneCfg) -> None:
                 raise SimError(f"camera {name!r} is on an unknown frame {cam.frame!r}; frames: {known}")
             link, (pos, quat) = mounts[cam.frame]
             body = spec.body(link)
-        mount = np.empty(9)
-        mujoco.mju_quat2Mat(mount, np.asarray(quat, dtype=np.float64))
-        rot = mount.reshape(3, 3) @ axes
+        mount = quat_to_mat(np.asarray([quat], dtype=np.float64))[0]
         cam_quat = np.empty(4)
-        mujoco.mju_mat2Quat(cam_quat, rot.ravel())
+        mujoco.mju_mat2Quat(cam_quat, (mount @ axes).ravel())
         body.add_camera(
             name=TASK_CAMERA_PREFIX + name,
-            pos=list(np.asarray(pos) + mount.reshape(3, 3) @ eye),
+            pos=list(np.asarray(pos) + mount @ eye),
             quat=list(cam_quat),
             fovy=cam.fovy,
         )
