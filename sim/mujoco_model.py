@@ -14,6 +14,7 @@ become MuJoCo actuators so that they run at the physics rate inside the engine (
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,8 +140,11 @@ def _add_actuators(spec: mujoco.MjSpec, scene: SceneCfg) -> None:
                 a.forcerange = [-act.max_torque[axis], act.max_torque[axis]]
 
 
-def apply_identified(spec: mujoco.MjSpec, dyn: IdentifiedDynamics, robot_bodies: set[str]) -> None:
-    """Write identified dynamics into a spec holding the robot's actuators (all but the command delay).
+def apply_identified(
+    spec: mujoco.MjSpec, dyn: IdentifiedDynamics, robot_bodies: set[str], objects: Collection[str] = ()
+) -> None:
+    """Write identified dynamics into a spec holding the robot's actuators (all but the command delay);
+    ``objects`` names the free objects the object scales apply to.
 
     Scales are taken from the spec's current values, so apply once per spec (``robolearn sysid``
     applies them to a fresh copy for every candidate it simulates).
@@ -181,6 +185,19 @@ def apply_identified(spec: mujoco.MjSpec, dyn: IdentifiedDynamics, robot_bodies:
             for geom in body.geoms:  # links whose inertia MuJoCo infers from their shapes
                 geom.mass *= dyn.mass_scale
                 geom.density *= dyn.mass_scale
+    for body in spec.bodies:
+        is_robot = body.name in robot_bodies and body.name != "world"
+        friction = dyn.robot_friction_scale if is_robot else dyn.object_friction_scale
+        if not is_robot and body.name not in objects:
+            continue
+        for geom in body.geoms:
+            if not is_robot:
+                geom.mass *= dyn.object_mass_scale  # an object's inertia follows its box's mass
+            if friction != 1.0:
+                # MuJoCo takes the larger coefficient of a contact's two geoms unless one has priority:
+                # the scaled side decides, so a lowered coefficient is not hidden by the other side's.
+                geom.friction = [geom.friction[0] * friction, *geom.friction[1:]]
+                geom.priority = 1
     if dyn.payload_link:
         if dyn.payload_link not in robot_bodies:
             raise SimError(f"payload link {dyn.payload_link!r} is not a link of the robot")
@@ -272,7 +289,7 @@ def build_spec(scene: SceneCfg) -> mujoco.MjSpec:
     _add_actuators(spec, scene)
     _add_cameras(spec, scene)
     if robot.identified is not None:
-        apply_identified(spec, robot.identified, body_names)
+        apply_identified(spec, robot.identified, body_names, [o.name for o in scene.objects])
     spec.visual.global_.offwidth = 1280
     spec.visual.global_.offheight = 960
     return spec

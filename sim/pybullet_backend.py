@@ -340,6 +340,8 @@ class PybulletBackend:
                 gain_columns |= {f"{act.frame}_cart{a}": start + a for a in range(6)}
             elif isinstance(act, JointPositionCfg | JointVelocityCfg):
                 gain_columns |= {f"{j}_servo": start + k for k, j in enumerate(act.joints)}
+            else:  # MuJoCo's names: a thrust motor (a drone's motor constant) and three rate loops
+                gain_columns |= {"thrust": start} | {f"rate{a}": start + 1 + k for k, a in enumerate("xyz")}
             if isinstance(act, JointPositionCfg | JointVelocityCfg):
                 self._dof_columns(act.joints)
             else:
@@ -368,13 +370,26 @@ class PybulletBackend:
         if self._ground is not None:
             parts.append((self._ground, -1))
         infos_dyn = [c.getDynamicsInfo(b, link) for b, link in parts]
-        # The identified mass scale is part of the nominal robot; randomization multiplies on top.
-        robot_scale = np.array([dyn.mass_scale if b == body else 1.0 for b, _ in parts])
+        # The identified scales are part of the nominal scene; randomization multiplies on top.
+        # Bullet multiplies a contact's two coefficients, so scaling one side scales its contacts.
+        objects = set(self._objects.values())
+        robot_scale = np.array(
+            [
+                dyn.mass_scale if b == body else dyn.object_mass_scale if b in objects else 1.0
+                for b, _ in parts
+            ]
+        )
+        friction_scale = np.array(
+            [
+                dyn.robot_friction_scale if b == body else dyn.object_friction_scale if b in objects else 1.0
+                for b, _ in parts
+            ]
+        )
         self._nominal = _Nominal(
             links=tuple(parts),
             mass=np.array([d[0] for d in infos_dyn]) * robot_scale,
             inertia=np.array([d[2] for d in infos_dyn]) * robot_scale[:, None],
-            friction=np.array([d[1] for d in infos_dyn]),
+            friction=np.array([d[1] for d in infos_dyn]) * friction_scale,
             damping=damping,
         )
         self._mass_parts = [k for k, (b, _) in enumerate(parts) if b == body]
@@ -614,7 +629,7 @@ class PybulletBackend:
                     effort = scale * act.kv * (u - self._joints()[1][:, k])
                     torque[:, k] += np.clip(effort, -act.max_effort, act.max_effort)
                 else:
-                    wrenches.append(self._thrust_body_rate(act, u, gain))
+                    wrenches.append(self._thrust_body_rate(act, u, scale))
             torque = np.clip(torque, -self._effort, self._effort)
             if self._gravcomp_joints:
                 torque += self._gravity_torques()
@@ -680,13 +695,14 @@ class PybulletBackend:
     def _thrust_body_rate(
         self, act: ThrustBodyRateCfg, u: FloatArray, gain: FloatArray
     ) -> tuple[int, FloatArray, FloatArray, FloatArray]:
-        """A motor along the frame's z axis and a proportional rate loop about its axes, as world vectors."""
+        """A motor along the frame's z axis and a proportional rate loop about its axes, as world vectors;
+        ``gain`` (n, 4) scales the thrust and each axis' loop (randomized times identified)."""
         state = self._frame_state(act.frame)
         n = self.num_worlds
-        thrust = gain * np.clip(u[:, 0], 0.0, act.max_thrust)
+        thrust = gain[:, 0] * np.clip(u[:, 0], 0.0, act.max_thrust)
         rate = quat_rotate_inverse(state.quat, state.angvel)
         limit = np.asarray(act.max_torque)
-        moment = np.clip(gain[:, None] * np.asarray(act.rate_gain) * (u[:, 1:] - rate), -limit, limit)
+        moment = np.clip(gain[:, 1:] * np.asarray(act.rate_gain) * (u[:, 1:] - rate), -limit, limit)
         body_force = np.zeros((n, 3))
         body_force[:, 2] = thrust
         # Applied in the world frame: PyBullet's link-frame option reads a base's forces inconsistently.

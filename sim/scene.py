@@ -134,8 +134,10 @@ class IdentifiedDynamics:
 
     Values replace the description file's (armature, damping, dry friction per joint) or scale them
     (masses and inertias of the robot's links, actuator gains); a joint or actuator not named keeps
-    the file's value. MuJoCo backends apply them; the command delay is applied by the task's control
-    loop, in whole control periods.
+    the file's value. Every backend applies them (a payload: the MuJoCo ones only); the command
+    delay is applied by the task's control loop, in whole control periods. The object and
+    contact-friction scales describe the robot's surroundings (the cube it handles, the floor its
+    tyres grip): the reality gap of issue 10.
     """
 
     joint_armature: dict[str, float] = field(default_factory=dict)
@@ -155,6 +157,16 @@ class IdentifiedDynamics:
     """Point mass rigidly attached at the payload link's origin (kg)."""
     command_delay: float = 0.0
     """Time from a command to its effect (s)."""
+    object_mass_scale: float = 1.0
+    """Multiplier on the mass and inertia of every free object (the cube a task picks)."""
+    object_friction_scale: float = 1.0
+    """Multiplier on the sliding friction of the contacts free objects make (the cube's grip)."""
+    robot_friction_scale: float = 1.0
+    """Multiplier on the sliding friction of the contacts the robot's collision shapes make (a car's
+    tyres on the ground, an arm's fingers). PyBullet multiplies the two sides' coefficients, so this
+    scales every such contact; MuJoCo takes the larger side's, so a scaled side is given priority
+    and its own scaled coefficient decides the contact (the same where it was the larger one, as
+    for the cube and the car's tyres)."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ identified value, its standard deviation from the fit and the value the descript
 
 ``<joint>.armature``, ``<joint>.damping`` and ``<joint>.frictionloss`` are absolute (SI units),
 ``<actuator>.gain`` and ``mass_scale`` multipliers, ``payload_mass`` in kg, ``command_delay`` in s.
+The robot's surroundings take multipliers too (issue 10's reality gap): ``object_mass_scale`` and
+``object_friction_scale`` for the free objects (the cube to pick), ``robot_friction_scale`` for the
+contacts of the robot's own shapes (a car's tyres). A drone's motor constant is ``thrust.gain``.
 :func:`apply_sim_params` makes the identified values a task's nominal robot and centres its domain
 randomization on them, each range as wide as the fit is uncertain.
 """
@@ -37,8 +40,10 @@ from robolearn.tasks.core import DomainRandCfg, TaskCfg
 
 JOINT_KINDS = ("armature", "damping", "frictionloss")
 """Per-joint parameters, named ``<joint>.<kind>``."""
-GLOBAL_PARAMS = ("mass_scale", "payload_mass", "command_delay")
-"""Parameters of the whole robot."""
+SCALE_PARAMS = ("mass_scale", "object_mass_scale", "object_friction_scale", "robot_friction_scale")
+"""Positive multipliers on the nominal robot and its surroundings."""
+GLOBAL_PARAMS = (*SCALE_PARAMS, "payload_mass", "command_delay")
+"""Parameters of the whole robot and its surroundings."""
 MAX_DELAY = 1.0
 """Longest command delay a file may give (s): longer is a recording fault, not a robot."""
 
@@ -94,6 +99,9 @@ class SimParams:
             payload_link=self.payload_link,
             payload_mass=self.value("payload_mass", 0.0),
             command_delay=self.value("command_delay", 0.0),
+            object_mass_scale=self.value("object_mass_scale", 1.0),
+            object_friction_scale=self.value("object_friction_scale", 1.0),
+            robot_friction_scale=self.value("robot_friction_scale", 1.0),
         )
 
     def relative_std(self, names: list[str]) -> float:
@@ -149,8 +157,8 @@ def _check_param(path: Path, name: str, raw: Any) -> IdentifiedParam:
             raise SimParamsError(
                 f"{path}: parameter {name} must be {'positive' if kind == 'gain' else '>= 0'}"
             )
-    elif name == "mass_scale" and value <= 0:
-        raise SimParamsError(f"{path}: mass_scale must be positive, got {value}")
+    elif name in SCALE_PARAMS and value <= 0:
+        raise SimParamsError(f"{path}: {name} must be positive, got {value}")
     elif name == "payload_mass" and value < 0:
         raise SimParamsError(f"{path}: payload_mass must be >= 0 kg, got {value}")
     elif name == "command_delay" and not 0 <= value <= MAX_DELAY:
