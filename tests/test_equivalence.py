@@ -39,6 +39,12 @@ STEPS = {"ant": 15, "panda_pick_cube_pixels": 15, "car_checkpoints_pixels": 15}
 """Control steps per trajectory by task (default 30): ant's observation is large, its files stay
 small; rendering makes the pixel tasks slow (PyBullet's renderer about 20 frames/s)."""
 DEFAULT_STEPS = 30
+COMPARED_STEPS = {("car_checkpoints", "pybullet"): 18}
+"""Cases compared over the first steps of their recording only. The car's contacts on PyBullet
+amplify a last-bit difference about tenfold per control step: on an AMD EPYC the recording made
+elsewhere differs by 4e-16 at step 11, 7e-9 at step 17 and 0.2 at step 29, from numpy's
+CPU-dispatched (SIMD) transcendental functions in the per-substep control law. The first 18 steps
+still cross the forced reset and the rejected action, with three orders of magnitude to spare."""
 FORCED_RESET_STEP = 12
 """World 0 is reset after this step whatever happened, so every trajectory crosses a reset."""
 NAN_STEP = 5
@@ -78,7 +84,9 @@ def _images(obs: dict[str, np.ndarray]) -> np.ndarray:
     return np.stack(grids, axis=1) if grids else np.zeros((n, 0))
 
 
-def _trajectory(task: str, backend: str, randomize: bool) -> dict[str, np.ndarray]:
+def _trajectory(
+    task: str, backend: str, randomize: bool, steps: int | None = None
+) -> dict[str, np.ndarray]:
     """Step ``task`` on ``backend`` through seeded actions and return what it produced:
     ``first_obs`` (n, K); per step ``reward`` (T, n), ``flags`` (T, n, 5) in the order of
     ``FLAGS``, ``obs`` (T, n, K) right after the step; and ``reset_obs`` (m, K), the first
@@ -89,7 +97,7 @@ def _trajectory(task: str, backend: str, randomize: bool) -> dict[str, np.ndarra
         act = worlds.cfg.action
         low, high = np.asarray(act.low), np.asarray(act.high)
         span = high - low
-        steps = STEPS.get(task, DEFAULT_STEPS)
+        steps = steps or STEPS.get(task, DEFAULT_STEPS)
         # 10% beyond the bounds on either side, so clipping is exercised too.
         actions = np.random.default_rng(3).uniform(low - 0.1 * span, high + 0.1 * span, (steps, n, len(low)))
         actions[NAN_STEP, 0, 0] = np.nan
@@ -152,10 +160,13 @@ def test_trajectory_matches_recording(task: str, backend: str, randomize: bool) 
     prefix = f"{'randomized' if randomize else 'nominal'}/"
     with np.load(_golden_path(task, backend)) as golden:
         expected = {k.removeprefix(prefix): golden[k] for k in golden.files if k.startswith(prefix)}
-    actual = _trajectory(task, backend, randomize)
+    steps = COMPARED_STEPS.get((task, backend))
+    actual = _trajectory(task, backend, randomize, steps)
     assert set(actual) == set(expected)
     for key, want in expected.items():
         got = actual[key]
+        if steps is not None and not key.startswith("first_"):
+            want = want[: len(got)]  # the same seeded draws: a shorter run replays a prefix
         assert got.shape == want.shape and got.dtype == want.dtype, key
         if want.dtype == np.bool_:  # flags
             np.testing.assert_array_equal(got, want, err_msg=key)
