@@ -1,13 +1,19 @@
-"""``robolearn.bench.finetune`` (issue 10): its options, and a smoke run of the whole pipeline (slow)."""
+"""``robolearn.bench.finetune`` (issue 10): its options, the built-in gaps, the goal check, and a
+smoke run of the whole pipeline (slow)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from robolearn.bench.config import FinetuneBenchCfg
 from robolearn.errors import ConfigError
+from robolearn.sim.backend import make_backend
+from robolearn.tasks import make_task_cfg
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params, save_sim_params
 
 
 @pytest.mark.parametrize(
@@ -16,11 +22,57 @@ from robolearn.errors import ConfigError
         ("robot_minutes", 0.0, "--robot-minutes"),
         ("episodes", 0, "--episodes"),
         ("obs_noise", -1.0, "--obs-noise"),
+        ("goal", 1.5, "--goal"),
+        ("stop_episodes", 0, "--stop-episodes"),
+        ("gap_strength", 2.0, "--gap-strength"),
+        ("calibrate", (0.5, -1.0), "--calibrate"),
+        ("embodiments", ("arm", "arm"), "--embodiments"),
+        ("embodiments", (), "--embodiments"),
     ],
 )
-def test_options_out_of_range_are_refused_by_name(field: str, value: float, option: str) -> None:
+def test_options_out_of_range_are_refused_by_name(field: str, value: object, option: str) -> None:
     with pytest.raises(ConfigError, match=option):
         FinetuneBenchCfg(**{field: value}).check()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("embodiment", "task"), [("arm", "panda_pick_cube"), ("car", "car_checkpoints")])
+def test_the_built_in_gap_scales_with_its_strength_and_builds_on_pybullet(
+    embodiment: str, task: str, tmp_path: Path
+) -> None:
+    from robolearn.bench.finetune import GAPS, gap_params
+
+    nominal = gap_params(embodiment, task, 0.0)
+    assert all(p.value == 1.0 for p in nominal.params.values())
+    half, full = gap_params(embodiment, task, 0.5), gap_params(embodiment, task, 1.0)
+    for name, value in GAPS[embodiment].items():
+        assert full.params[name].value == pytest.approx(value)
+        assert half.params[name].value == pytest.approx(1.0 + 0.5 * (value - 1.0))
+    # The file sim_robot_node reads: every parameter names something the PyBullet robot has.
+    save_sim_params(full, tmp_path / "gap.yaml")
+    cfg = apply_sim_params(make_task_cfg(task), load_sim_params(tmp_path / "gap.yaml"))
+    sim = make_backend("pybullet", cfg.scene, 1)
+    try:
+        sim.reset_worlds(np.arange(1))
+        sim.step(np.zeros((1, sim.num_controls)), 2)
+    finally:
+        sim.close()
+
+
+def _evaluated(rate: float, episodes: int = 20) -> dict[str, float]:
+    return {"success_rate": rate, "episodes": episodes}
+
+
+def test_the_goal_needs_a_gap_the_goal_in_budget_and_a_clear_lead_over_scratch() -> None:
+    from robolearn.bench.finetune import goal_check
+
+    cfg = FinetuneBenchCfg(robot_minutes=20.0)
+    met = {"zero-shot": _evaluated(0.4), "finetuned": _evaluated(1.0), "scratch": _evaluated(0.3)}
+    assert goal_check(cfg, met, 12.0)["goal_met"]
+    assert not goal_check(cfg, met | {"zero-shot": _evaluated(0.7)}, 12.0)["gap_matters"]
+    assert not goal_check(cfg, met | {"finetuned": _evaluated(0.9)}, 12.0)["finetuned_reaches_goal"]
+    assert not goal_check(cfg, met, 25.0)["goal_met"]
+    close = goal_check(cfg, met | {"scratch": _evaluated(0.85)}, 12.0)
+    assert not close["well_above_scratch"] and not close["goal_met"]
 
 
 @pytest.mark.slow
@@ -30,6 +82,7 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
     from robolearn.bench.finetune import format_finetune_table, run_finetune_bench
 
     cfg = FinetuneBenchCfg(
+        embodiments=("arm",),
         pretrain_steps=600,
         pretrain_demos=2,
         robot_minutes=0.1,
@@ -38,7 +91,14 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         work_dir=tmp_path,
     )
     rows, summary = run_finetune_bench(cfg)
-    for key in ("zero_shot_success", "finetuned_success", "scratch_success", "robot_minutes"):
+    for key in ("zero_shot_success", "finetuned_success", "scratch_success", "robot_minutes", "goal_met"):
         assert key in summary
+    assert 0 < summary["finetuned_minutes"] <= 0.1 + 1e-9
     assert [r["policy"] for r in rows] == ["zero-shot", "finetuned", "scratch"]
     assert rows[1]["robot_steps"] >= 300 and "finetuned" in format_finetune_table(rows)
+    # Calibration: zero-shot only, one row per gap strength, from the run pretrained above.
+    pretrained = next(tmp_path.glob("arm/pretrained-arm*"))
+    rows, summary = run_finetune_bench(
+        replace(cfg, pretrained=pretrained, calibrate=(0.0, 1.0), work_dir=tmp_path / "calibrate")
+    )
+    assert set(summary["zero_shot_by_gap"]) == {"0", "1"} and len(rows) == 2

@@ -1,9 +1,12 @@
 """Actors and learner as Ray processes (issue 10): a local cluster, two actor processes, one killed
-mid-run; the hub's back-pressure; a head that is not there, and Ray not installed."""
+mid-run; a robot's actor pinned to the robot's machine (sim_robot_node over DDS) beside a simulated
+one; the hub's back-pressure; a head that is not there, a resource no machine offers, and Ray not
+installed."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import socket
 import subprocess
 import sys
@@ -101,19 +104,91 @@ def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         import_ray()
 
 
+ROBOT_DOMAIN = 1 + int(np.random.default_rng().integers(100, 200))
+"""The ROS domain of this module's robot: Ray's worker processes are given it when the cluster starts
+(on a robot computer, the shell that runs ``ray start`` sets it)."""
+
+
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
-    # A small cluster on this machine: two CPUs' worth of scheduling, a small object store.
+    # A small cluster on this machine: two CPUs' worth of scheduling, a small object store; the robot
+    # is attached to it (the resource the robot's actor needs).
     ray.init(
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=80 * 1024**2,
         namespace=NAMESPACE,
         log_to_driver=False,
+        resources={"robot": 1},
+        runtime_env={"env_vars": {"ROS_DOMAIN_ID": str(ROBOT_DOMAIN)}},
     )
     yield ray
     ray.shutdown()
+
+
+def _robot_cfg(tmp_path: Path, **kw: Any) -> TrainCfg:
+    return TrainCfg(
+        task="panda_reach",
+        num_envs=1,
+        steps=600,
+        out=tmp_path,
+        name="ray-robot",
+        robot="ros",
+        exchange="ray",
+        hil=True,
+        device="scripted",
+        intervene_every=2,
+        robot_reset="operator",
+        learning_starts=100,
+        random_steps=100,
+        eval_every=10_000,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        checkpoint_every=10_000,
+        video=False,
+        sac=replace(SACConfig(hidden=(32, 32)), batch_size=32),
+        ray_timeout=60.0,
+        robot_timeout=60.0,
+        **kw,
+    )
+
+
+def test_a_robot_resource_no_machine_offers_is_a_one_line_error(tmp_path: Path, local_cluster: Any) -> None:
+    from robolearn.rl.train import train
+
+    started = time.monotonic()
+    with pytest.raises(RayError, match=r"no machine in the Ray cluster offers the resource 'arm-2'") as info:
+        train(_robot_cfg(tmp_path, ray_robot_resource="arm-2"))
+    assert "\n" not in str(info.value) and time.monotonic() - started < 60
+    with pytest.raises(ValueError):  # the run's exchange went with it
+        local_cluster.get_actor("exchange/ray-robot", namespace=NAMESPACE)
+
+
+@pytest.mark.ros
+def test_the_robot_actor_runs_where_the_robot_is_beside_a_simulated_actor(
+    tmp_path: Path, local_cluster: Any
+) -> None:
+    pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros]")
+    from robolearn.hardware.ros.harness import start_node, stop_node
+    from robolearn.rl.train import train
+
+    params = {"task": "panda_reach", "backend": "mujoco", "self_reset": False}
+    with (tmp_path / "sim_robot_node.log").open("w") as log:
+        robot = start_node("sim_robot_node", params, ROBOT_DOMAIN, log=log)
+        try:
+            summary = train(_robot_cfg(tmp_path, sim_actors=1))
+        finally:
+            stop_node(robot)
+    actors = summary["actors"]
+    assert [a["robot"] for a in actors["per_actor"]] == [True, False], actors
+    # Both fed the learner: the robot's actor over DDS, the simulated one beside it.
+    assert actors["received"]["actor-0"] >= 250 and actors["received"]["actor-1"] >= 250, actors
+    report = summary["robot"]  # from the robot's actor process, collected as the run ended
+    assert report["resets"] >= 2 and report["operator_resets"] == report["resets"] - 1, report
+    assert summary["interventions"]["episodes_intervened"] >= 1, summary["interventions"]
+    info = json.loads((Path(report["dataset"]) / "meta" / "info.json").read_text())
+    assert info["total_episodes"] >= 1, info
 
 
 def test_two_actor_processes_feed_the_learner_survive_a_kill_and_a_lost_exchange(

@@ -83,6 +83,7 @@ def test_a_short_training_run_on_the_robot_resets_by_protocol_and_pauses_for_an_
         checkpoint_every=10_000,
         sac=SACConfig(hidden=(32, 32), batch_size=32),
         robot_timeout=30.0,
+        robot_reset="operator",  # the scripted person confirms every scene reset on its device
     )
     estop_done = threading.Event()
     failures: list[BaseException] = []
@@ -122,9 +123,87 @@ def test_a_short_training_run_on_the_robot_resets_by_protocol_and_pauses_for_an_
     assert report["estop_pauses"] >= 1 and report["paused_seconds"] >= 0.5, report
     assert report["resets"] >= 3 and report["episodes"] >= 2, report  # the first reset starts the run
     assert "overruns" in report and report["safety"]["estop"] > 0, report
+    # Every reset after the first (the scene the operator set up before the run) waited for RESET_DONE.
+    assert report["operator_resets"] == report["resets"] - 1, report
     assert summary["interventions"]["episodes_intervened"] >= 1, summary["interventions"]
     info = json.loads((Path(report["dataset"]) / "meta" / "info.json").read_text())
     assert info["total_episodes"] >= report["episodes"] - 1, info
+
+
+def test_a_robot_run_resumes_from_its_checkpoint_and_keeps_its_dataset(
+    tmp_path: Path, robot: subprocess.Popen[str]
+) -> None:
+    cfg = TrainCfg(
+        task=TASK,
+        num_envs=1,
+        steps=250,
+        out=tmp_path,
+        name="robot-resume",
+        robot="ros",
+        learning_starts=100,
+        random_steps=100,
+        eval_every=10_000,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        checkpoint_every=10_000,
+        sac=SACConfig(hidden=(32, 32), batch_size=32),
+        robot_timeout=30.0,
+    )
+    first = train(cfg)
+    run_dir = Path(first["run_dir"])
+    episodes_before = json.loads((run_dir / "episodes" / "meta" / "info.json").read_text())["total_episodes"]
+    again = train(TrainCfg(task=TASK, resume=run_dir, steps=500))
+    assert first["env_steps"] >= 250 and again["env_steps"] >= 500, (first["env_steps"], again["env_steps"])
+    assert Path(again["run_dir"]) == run_dir and again["robot"]["steps"] >= 200, again["robot"]
+    info = json.loads((run_dir / "episodes" / "meta" / "info.json").read_text())
+    # The resumed run's episodes go to the same dataset, after the first run's.
+    assert info["total_episodes"] > episodes_before >= 1, (episodes_before, info["total_episodes"])
+
+
+def test_the_operator_confirms_a_scene_reset_on_the_device_before_the_next_episode(
+    robot: subprocess.Popen[str],
+) -> None:
+    from robolearn.tasks import make_task_cfg
+    from robolearn.teleop import SceneResetConfirmation, TeleopEvent
+    from robolearn.teleop.scripted import ScriptedDevice
+
+    reads = 25  # the stand-in needs 25 control periods (0.5 s) to put the scene back
+    device = ScriptedDevice(make_task_cfg(TASK), confirm_reset_reads=reads)
+    seen: list[frozenset[TeleopEvent]] = []
+
+    class Watched(SceneResetConfirmation):
+        def scene_reset_confirmed(self, obs: dict) -> bool:  # type: ignore[override]
+            seen.append(self.device.read(obs).events)
+            return TeleopEvent.RESET_DONE in seen[-1]
+
+    env = RosRobotEnv(TASK, RosRobotCfg(connect_timeout=60.0, reset_timeout=30.0))
+    try:
+        device.connect()
+        env.reset(seed=0)  # the first scene: no confirmation asked
+        assert env.report()["operator_resets"] == 0
+        env.operator = Watched(device)
+        env.step(env.action_space.sample() * 0)
+        env.reset(seed=0)
+        report = env.report()
+        # Read until the button, once per period, the robot held at its reset pose meanwhile.
+        assert len(seen) == reads and seen[-1] == {TeleopEvent.RESET_DONE} and not any(seen[:-1])
+        assert report["operator_resets"] == 1 and report["operator_seconds"] >= 0.8 * reads * env.period
+        assert int(env.view.step_count[0]) == 0, "a command went out while the operator reset the scene"
+        # After the confirmation the device drives again (it has no reset pending).
+        obs = {k: v[0] for k, v in env._observe().items()}
+        assert device.read(obs).action is not None
+    finally:
+        device.disconnect()
+        env.close()
+
+
+def test_an_operator_reset_needs_a_device() -> None:
+    from robolearn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--robot-reset operator"):
+        TrainCfg(task=TASK, num_envs=1, robot="ros", robot_reset="operator").check()
+    with pytest.raises(ConfigError, match="--robot-reset operator needs --robot ros"):
+        TrainCfg(task=TASK, robot_reset="operator").check()
 
 
 def test_a_robot_that_never_answers_a_reset_is_a_one_line_error(domain: int) -> None:

@@ -19,7 +19,10 @@ real time at the task's control rate:
   resets follow the protocol of docs/ros.md ("Resets"): a numbered request on ``reset``
   (``std_msgs/UInt64``), and the next episode starts when the same number comes back on ``ready``
   (``std_msgs/UInt64``, latched) and the robot reports step 0. A robot that does not answer within
-  ``reset_timeout`` is a one-line error;
+  ``reset_timeout`` is a one-line error. With an operator (:attr:`RosRobotEnv.operator`, HIL-SERL's
+  reset on a real robot) the robot then holds its reset pose, no command sent, until the operator
+  has reset the scene and confirmed it on the device (``RESET_DONE``); the wait is logged, counted
+  and timed in :meth:`report`, never an error (a person may take a while);
 - control-period overruns (a step that began after its deadline, or whose command went out late)
   are counted in :meth:`report`, which the run's summary carries.
 """
@@ -32,8 +35,9 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -65,6 +69,18 @@ PAUSE_LOG_PERIOD = 10.0
 
 class RobotTrainingError(RobolearnError):
     """The robot does not answer as docs/ros.md says: a topic that never arrives, a reset never served."""
+
+
+class SceneResetOperator(Protocol):
+    """The person who resets the scene between episodes and confirms it on a device."""
+
+    def scene_reset_requested(self) -> None:
+        """The robot is at its reset pose and waits for the scene."""
+        ...
+
+    def scene_reset_confirmed(self, obs: Mapping[str, npt.NDArray[Any]]) -> bool:
+        """Whether the person has confirmed the reset by now (one device read, never blocking long)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -122,8 +138,12 @@ class RosRobotEnv:
             "rejected_messages": 0,
             "estop_pauses": 0,
             "stale_pauses": 0,
+            "operator_resets": 0,
         }
         self.paused_seconds = 0.0
+        self.operator_seconds = 0.0
+        self.operator: SceneResetOperator | None = None
+        """Who confirms each scene reset before the next episode; None: the robot's ``ready`` suffices."""
         self.episode_step = 0
         self._lock = threading.Lock()
         self._estop = False
@@ -300,12 +320,35 @@ class RosRobotEnv:
                     "protocol of docs/ros.md"
                 )
             time.sleep(0.005)
+        if self.operator is not None:
+            self._await_operator(self.operator)
         with self._lock:
             self.view.new_episode()
             self.safety.new_episode()
         self.counts["resets"] += 1
         self.episode_step = 0
         self._deadline = time.monotonic()
+
+    def _await_operator(self, operator: SceneResetOperator) -> None:
+        """HIL-SERL's reset: the robot holds its reset pose (no command, as docs/ros.md's robot holds
+        after ``ready``) until the operator has reset the scene and confirms on the device."""
+        operator.scene_reset_requested()
+        started = reported = time.monotonic()
+        log.info("robot at its reset pose: reset the scene, then confirm on the device")
+        while True:
+            with self._lock, np.errstate(all="ignore"):
+                obs = self.view.observe()
+            if operator.scene_reset_confirmed(obs):
+                break
+            if time.monotonic() - reported >= PAUSE_LOG_PERIOD:
+                reported = time.monotonic()
+                log.warning(
+                    "waiting %.0f s for the operator to confirm the scene reset (RESET_DONE on the device)",
+                    reported - started,
+                )
+            time.sleep(self.period)
+        self.counts["operator_resets"] += 1
+        self.operator_seconds += time.monotonic() - started
 
     def _observe(self) -> Observation:
         with self._lock, np.errstate(all="ignore"):
@@ -366,6 +409,7 @@ class RosRobotEnv:
         return {
             **self.counts,
             "paused_seconds": round(self.paused_seconds, 3),
+            "operator_seconds": round(self.operator_seconds, 3),
             "control_hz": 1.0 / self.period,
             "safety": dict(self.safety.counts),
         }

@@ -292,6 +292,13 @@ class TrainCfg:
     ray_actor_resource: str | None = None
     """A custom Ray resource every actor process needs (``ray start --resources '{"robot": 1}'`` on the
     robot computer gives ``robot``): pins the actors to the machines that have it."""
+    ray_robot_resource: str = "robot"
+    """With ``--robot ros --exchange ray``: the custom Ray resource of the machine the robot is attached
+    to (``ray start --resources '{"robot": 1}'`` there); the robot's actor runs only where it is. A
+    local cluster started for the run offers it (the robot is attached to this machine)."""
+    sim_actors: int = 0
+    """With ``--robot ros --exchange ray``: simulated actor processes beside the robot's, each on the
+    task in simulation with its own seed stream, feeding the same learner."""
     robot: Literal["sim", "ros"] = "sim"
     """Where the actor acts: in simulation, or on a robot over ROS 2 in real time (the topics of
     docs/ros.md; resets by its protocol; one world; the actor in its own thread)."""
@@ -302,6 +309,10 @@ class TrainCfg:
     reported pause) before the run ends with an error."""
     reset_timeout: float = 30.0
     """With ``--robot ros``: seconds for the robot to answer a reset request (docs/ros.md, "Resets")."""
+    robot_reset: Literal["robot", "operator"] = "robot"
+    """With ``--robot ros``: an episode starts when the robot reports it is ready (a robot or stand-in
+    that resets its scene itself), or then also when the operator confirms on the ``--hil`` device
+    that the scene is reset (HIL-SERL's reset on a real robot; docs/ros.md, "Resets")."""
     sac: SACConfig = field(default_factory=SACConfig)
     """Learner hyperparameters."""
     offline: tuple[Path, ...] = ()
@@ -433,13 +444,20 @@ class TrainCfg:
         check_range("--robot-timeout", self.robot_timeout, 0.1, 3_600)
         check_range("--reset-timeout", self.reset_timeout, 0.1, 3_600)
         if self.robot == "sim":
+            if self.robot_reset != "robot":
+                raise ConfigError("--robot-reset operator needs --robot ros")
             return
+        if self.robot_reset == "operator" and not self.hil:
+            raise ConfigError("--robot-reset operator: the operator confirms on the --hil device; add --hil")
         if gym_env_id(self.task) is not None:
             raise ConfigError(f"--robot ros needs a robolearn task, not {self.task}")
         if self.num_envs != 1:
             raise ConfigError(f"--robot ros drives one robot: --num-envs must be 1, got {self.num_envs}")
-        if self.exchange != "local":
-            raise ConfigError("--robot ros acts in the learner's process: use --exchange local")
+        if self.exchange == "ray" and self.actors != 1:
+            raise ConfigError(
+                f"--robot ros --exchange ray: the robot has one actor (--actors {self.actors}); add "
+                "simulated actors beside it with --sim-actors N"
+            )
         if self.hil and self.device == "keyboard":
             raise ConfigError(
                 "--robot ros: --device keyboard reads keys from a simulation window; use gamepad, "
@@ -495,12 +513,19 @@ class TrainCfg:
     def _check_exchange(self) -> None:
         """Options of ``--exchange ray``; refused where they mean nothing or cannot work there."""
         check_range("--actors", self.actors, 1, 1_024)
+        check_range("--sim-actors", self.sim_actors, 0, 1_024)
         check_range("--ray-timeout", self.ray_timeout, 0.1, 3_600)
+        if self.sim_actors and (self.robot != "ros" or self.exchange != "ray"):
+            raise ConfigError(
+                "--sim-actors adds simulated actors beside a robot's: it needs --robot ros --exchange ray"
+            )
+        if not self.ray_robot_resource:
+            raise ConfigError("--ray-robot-resource must name a Ray resource (e.g. robot)")
         if self.exchange == "local":
             if self.actors != 1 or self.ray_address is not None or self.ray_actor_resource is not None:
                 raise ConfigError("--actors, --ray-address and --ray-actor-resource need --exchange ray")
             return
-        if self.hil:
+        if self.hil and self.robot != "ros":  # on a robot the person is at the robot's actor
             raise ConfigError("--hil needs the person at the learner's actor: use --exchange local")
         if self.sac.n_step > 1:
             # Actors' transitions interleave in the online buffer: a world's successor is not a

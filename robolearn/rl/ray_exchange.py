@@ -13,7 +13,10 @@ robot computer joins with ``ray start --address``); see ``docs/distributed.md``.
 - :class:`RayActors`, the learner's supervisor of N actor processes (``--actors N``), each with its
   own batched worlds and seed stream. An actor process that dies is restarted with a fresh seed
   stream; the episode it was in is dropped (transitions it already sent stay), and the restart is
-  reported in the run's summary.
+  reported in the run's summary. Training on a robot (``--robot ros --exchange ray``), actor 0 is
+  the robot's, pinned by a custom resource to the machine the robot is attached to, with the
+  person's device and the run's dataset there; ``--sim-actors`` simulated actors may feed the same
+  learner beside it.
 
 Ray is an optional extra (``pip install robolearn[ray]``); the default exchange is in-process.
 """
@@ -71,6 +74,9 @@ class RaySettings:
     """Seconds to reach the head before giving up."""
     actor_resource: str | None = None
     """A custom resource each actor process needs, pinning actors to the machines that offer it."""
+    robot_resource: str | None = None
+    """The custom resource of the machine a robot is attached to, which the robot's actor needs; a
+    local cluster started for the run offers one (the robot is attached to this machine)."""
 
 
 def _check_head(address: str, timeout: float) -> None:
@@ -97,7 +103,8 @@ def connect(settings: RaySettings) -> Any:
         _check_head(settings.address, settings.connect_timeout)
     try:
         if settings.address is None:
-            ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+            resources = {settings.robot_resource: 1} if settings.robot_resource else None
+            ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False, resources=resources)
         else:
             ray.init(address=settings.address, namespace=NAMESPACE, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -309,6 +316,18 @@ class ActorProcess:
     def stop(self) -> None:
         self.stopped = True
 
+    def finish(self) -> dict[str, Any] | None:
+        """Close the role's devices, dataset and environment (a robot's is held and left); returns the
+        environment's report where it has one (a robot's: resets, overruns, pauses)."""
+        role = self.role
+        report: dict[str, Any] | None = role.env.report() if hasattr(role.env, "report") else None
+        if role.interventions is not None:
+            role.interventions.disconnect()
+        if role.recorder is not None:
+            role.recorder.close()
+        role.env.close()
+        return report
+
     def pid(self) -> int:
         import os
 
@@ -320,6 +339,8 @@ class ActorSlot:
     """The learner's record of one actor process."""
 
     index: int
+    robot: bool = False
+    """The robot's actor (pinned to the robot's machine) rather than a simulated one."""
     handle: Any = None
     run_ref: Any = None
     restarts: int = 0
@@ -341,15 +362,34 @@ class RayActors:
         seed: int,
         max_env_steps: int,
         max_restarts: int = 10,
+        robot: ActorFactory | None = None,
     ) -> None:
+        """``count`` actors from ``factory``; with ``robot``, actor 0 is the robot's (built by it, on
+        the machine with ``settings.robot_resource``) and the ``count`` others follow it."""
         self.ray = import_ray()
-        self.factory, self.hub, self.settings = factory, hub, settings
+        self.factory, self.robot_factory, self.hub, self.settings = factory, robot, hub, settings
         self.seed, self.max_env_steps, self.max_restarts = seed, max_env_steps, max_restarts
-        self.slots = [ActorSlot(i) for i in range(count)]
+        first = [ActorSlot(0, robot=True)] if robot is not None else []
+        self.slots = first + [ActorSlot(len(first) + i) for i in range(count)]
+        self.reports: dict[int, dict[str, Any] | None] = {}
+        """What each actor's environment reported when the run ended (a robot's report)."""
+        for slot in self.slots:  # before any is started
+            resource = self._resource(slot)
+            if resource and self.ray.cluster_resources().get(resource, 0) < 1:
+                # Ray would keep the actor pending until such a machine joins: the run would wait forever.
+                who = "the robot's actor" if slot.robot else "every actor"
+                raise RayError(
+                    f"no machine in the Ray cluster offers the resource {resource!r} that {who} needs: "
+                    f"start Ray there with `ray start --address HEAD --resources '{{\"{resource}\": 1}}'`"
+                )
         # All actors are started before any is waited for: their start-up (imports, environments)
         # overlaps.
         for slot in self.slots:
             self._start(slot, reuse=True)
+
+    def _resource(self, slot: ActorSlot) -> str | None:
+        """The custom resource pinning ``slot``'s process to its machines (None: anywhere)."""
+        return self.settings.robot_resource if slot.robot else self.settings.actor_resource
 
     def _seed(self, slot: ActorSlot) -> int:
         """Each actor, and each restart of it, its own seed stream."""
@@ -360,16 +400,17 @@ class RayActors:
         # Named and detached: a learner restarted with --resume finds its actors still running
         # (get_if_exists), instead of starting a second set.
         name = f"{self.hub}/actor-{slot.index}"
+        resource = self._resource(slot)
         options = cls.options(
             name=name,
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=reuse,
             max_concurrency=2,  # stop() is answered while run() steps
-            resources={self.settings.actor_resource: 1} if self.settings.actor_resource else None,
+            resources={resource: 1} if resource else None,
         )
         args = (
-            self.factory,
+            self.robot_factory if slot.robot else self.factory,
             self.hub,
             self.settings,
             f"actor-{slot.index}",
@@ -435,11 +476,17 @@ class RayActors:
         return {
             "actors": len(self.slots),
             "restarts": sum(s.restarts for s in self.slots),
-            "per_actor": [{"index": s.index, "restarts": s.restarts, "deaths": s.deaths} for s in self.slots],
+            "per_actor": [
+                {"index": s.index, "robot": s.robot, "restarts": s.restarts, "deaths": s.deaths}
+                for s in self.slots
+            ],
         }
 
     def stop(self) -> None:
-        """Ask every actor to stop, wait briefly, then end the processes."""
+        """Ask every actor to stop and to close its devices, dataset and environment (collecting a
+        robot's report), each within the call timeout, then end the processes."""
+        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
         refs = []
         for slot in self.slots:
             try:
@@ -449,4 +496,12 @@ class RayActors:
         if refs:
             self.ray.wait(refs, num_returns=len(refs), timeout=self.settings.call_timeout)
         for slot in self.slots:
+            try:
+                # run() returns once stopped: finish() then has the role to itself.
+                self.ray.wait([slot.run_ref], timeout=self.settings.call_timeout)
+                self.reports[slot.index] = self.ray.get(
+                    slot.handle.finish.remote(), timeout=self.settings.call_timeout
+                )
+            except (GetTimeoutError, RayActorError, RayTaskError) as exc:
+                log.warning("actor %d did not close cleanly: %s", slot.index, str(exc).splitlines()[0][:200])
             self.ray.kill(slot.handle)

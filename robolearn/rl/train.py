@@ -202,8 +202,12 @@ def train(
     torch.manual_seed(cfg.seed)
     seeds = np.random.SeedSequence(cfg.seed).generate_state(4)
 
-    # Environments.
-    env = make_train_env(cfg, cfg.num_envs, int(seeds[0]))
+    # Environments. A robot on Ray is driven by its own actor process: the learner's copy of the task
+    # in simulation only gives the spaces.
+    robot_remote = cfg.robot == "ros" and cfg.exchange == "ray"
+    env = make_train_env(
+        dataclasses.replace(cfg, robot="sim") if robot_remote else cfg, cfg.num_envs, int(seeds[0])
+    )
     # On a robot, evaluation is its training episodes (a second robot to evaluate on there is not).
     eval_env = None if cfg.robot == "ros" else make_train_env(cfg, min(cfg.eval_episodes, 10), int(seeds[1]))
     obs_shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
@@ -257,7 +261,12 @@ def train(
     if resuming:
         set_rng_state(learner.rng, loaded.state["learner_rng"])
 
-    interventions, recorder = _human_in_the_loop(cfg, env, run_dir, int(seeds[3]) + state.env_steps)
+    # On Ray the person and the dataset are at the robot's actor (build_actor).
+    interventions, recorder = (
+        (None, None)
+        if robot_remote
+        else _human_in_the_loop(cfg, env, run_dir, int(seeds[3]) + state.env_steps)
+    )
     actor: ActorRole | None = None
     remote = None
     if cfg.exchange == "local":
@@ -277,7 +286,13 @@ def train(
     if state.env_steps > 0 or pretrained:
         learner.publish()
     if cfg.exchange == "ray":
-        remote = _ray_actors(cfg, run_dir, int(seeds[0]) + state.env_steps, cfg.total_steps - state.env_steps)
+        try:
+            remote = _ray_actors(
+                cfg, run_dir, int(seeds[0]) + state.env_steps, cfg.total_steps - state.env_steps
+            )
+        except BaseException:
+            exchange.shutdown()  # type: ignore[attr-defined]
+            raise
 
     from torch.utils.tensorboard import SummaryWriter
 
@@ -289,6 +304,7 @@ def train(
     thread = None
     if interventions is not None:
         interventions.connect()  # before an actor thread reads the devices
+        _operator_resets(cfg, env, interventions)
     actor_failed: list[BaseException] = []
     # On a robot the actor keeps the control period in its own thread while the learner trains.
     if (cfg.threaded or cfg.robot == "ros") and actor is not None:
@@ -360,13 +376,15 @@ def train(
             remote.stop()
             state.actors = remote.report() | {"received": exchange.stats()["received"]}  # type: ignore[attr-defined]
             exchange.shutdown()  # type: ignore[attr-defined]
+            if robot_remote and remote.reports.get(0) is not None:
+                state.robot = remote.reports[0] | {"dataset": str(run_dir / "episodes")}
         writer.close()
         if interventions is not None:
             interventions.disconnect()
         if recorder is not None:
             recorder.close()
     state.wall_seconds = time.perf_counter() - started
-    if cfg.robot == "ros":
+    if cfg.robot == "ros" and not robot_remote:
         state.robot = env.report() | {"dataset": str(run_dir / "episodes")}
     _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, rng_state(learner.rng), cfg, env)
     env.close()
@@ -404,25 +422,50 @@ def _policy_factory(cfg: TrainCfg, layout: ObsLayout, scaler: ActionScaler) -> P
     return make_actor_policy
 
 
-def build_actor(cfg: TrainCfg, exchange: Exchange, seed: int) -> ActorRole:
-    """An actor on its own ``--num-envs`` worlds seeded ``seed`` (run in each Ray actor process)."""
+def build_actor(cfg: TrainCfg, exchange: Exchange, seed: int, run_dir: Path | None = None) -> ActorRole:
+    """An actor on its own ``--num-envs`` worlds seeded ``seed`` (run in each Ray actor process). The
+    robot's actor (``--robot ros``, on the robot's machine) also has the person's device and writes
+    the run's dataset under ``run_dir``."""
     torch.set_num_threads(max(cfg.torch_threads, 1))
     env = make_train_env(cfg, cfg.num_envs, seed)
     obs_shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
     layout = ObsLayout(obs_shapes)
     scaler = ActionScaler(env.single_action_space.low, env.single_action_space.high)
     pretrained = bool(cfg.offline) or cfg.init_from is not None
-    random_steps = 0 if pretrained else -(-cfg.random_steps // cfg.actors)  # the warm-up, shared
-    return ActorRole(
+    actors = cfg.actors + cfg.sim_actors
+    random_steps = 0 if pretrained else -(-cfg.random_steps // actors)  # the warm-up, shared
+    interventions, recorder = None, None
+    if cfg.robot == "ros" and run_dir is not None:
+        interventions, recorder = _human_in_the_loop(cfg, env, run_dir, seed)
+        if interventions is not None:
+            interventions.connect()
+    role = ActorRole(
         env,
         exchange,
         _policy_factory(cfg, layout, scaler),
         scaler,
         seed=seed,
         random_steps=random_steps,
+        interventions=interventions,
         reward_fn=_reward_fn(cfg),
+        recorder=recorder,
         gripper=train_gripper(cfg.sac, cfg.task, layout, scaler),
     )
+    if interventions is not None:  # after the role's first reset, as in the learner's process
+        _operator_resets(cfg, env, interventions)
+    return role
+
+
+def _operator_resets(cfg: TrainCfg, env: Any, interventions: Interventions) -> None:
+    """``--robot-reset operator``: the person at the robot's device confirms every scene reset after
+    the first (the scene the operator set up before the run), HIL-SERL's reset on a real robot."""
+    if cfg.robot != "ros" or cfg.robot_reset != "operator":
+        return
+    from robolearn.teleop import SceneResetConfirmation
+
+    watched = interventions.devices[0]
+    assert watched is not None  # --hil watches world 0, the robot
+    env.operator = SceneResetConfirmation(watched)
 
 
 def _ray_exchange(cfg: TrainCfg, run_dir: Path) -> Exchange:
@@ -439,6 +482,18 @@ def _ray_actors(cfg: TrainCfg, run_dir: Path, seed: int, max_env_steps: int) -> 
 
     from robolearn.rl.ray_exchange import RayActors
 
+    if cfg.robot == "ros":  # the robot's actor, and --sim-actors in simulation beside it
+        share = -(-max_env_steps // (1 + cfg.sim_actors))
+        sim = dataclasses.replace(cfg, robot="sim", hil=False, robot_reset="robot")
+        return RayActors(
+            functools.partial(build_actor, sim),
+            cfg.sim_actors,
+            _hub_name(run_dir),
+            _ray_settings(cfg),
+            seed=seed,
+            max_env_steps=share,
+            robot=functools.partial(build_actor, cfg, run_dir=run_dir),
+        )
     share = -(-max_env_steps // cfg.actors)
     factory = functools.partial(build_actor, cfg)
     return RayActors(
@@ -450,7 +505,10 @@ def _ray_settings(cfg: TrainCfg) -> Any:
     from robolearn.rl.ray_exchange import RaySettings
 
     return RaySettings(
-        address=cfg.ray_address, call_timeout=cfg.ray_timeout, actor_resource=cfg.ray_actor_resource
+        address=cfg.ray_address,
+        call_timeout=cfg.ray_timeout,
+        actor_resource=cfg.ray_actor_resource,
+        robot_resource=cfg.ray_robot_resource if cfg.robot == "ros" else None,
     )
 
 
@@ -462,7 +520,12 @@ def _hub_name(run_dir: Path) -> str:
 def _succeeded(cfg: TrainCfg, state: RunState) -> bool:
     """Whether the latest evaluation reached ``stop_at_success``."""
     target = cfg.stop_at_success
-    return target is not None and bool(state.evals) and state.evals[-1]["success_rate"] >= target
+    if target is None or not state.evals:
+        return False
+    last = state.evals[-1]
+    # On a robot the rate comes from training episodes: judge it on a full evaluation's worth of them.
+    enough = cfg.robot == "sim" or last["episodes"] >= cfg.eval_episodes
+    return enough and bool(last["success_rate"] >= target)
 
 
 def _live(learner: LearnerRole, state: RunState, started: float, reports_success: bool) -> dict[str, float]:
@@ -700,9 +763,15 @@ def _evaluate(
 
 
 def _robot_episodes(learner: Learner, episodes: int) -> dict[str, Any]:
-    """On a robot: the outcomes of its last ``episodes`` training episodes (with exploration)."""
+    """On a robot: the outcomes of its last ``episodes`` training episodes (with exploration) that
+    no person drove: an intervened episode's success is the person's, not the policy's."""
     ep = learner.episodes
-    successes, returns = ep.successes[-episodes:], ep.returns[-episodes:]
+    rates = ep.interventions.rates
+    # One robot, one device: an intervention rate per ended episode, in the order they ended.
+    own = [k for k in range(len(ep.returns)) if len(rates) != len(ep.returns) or rates[k] == 0.0]
+    own = own[-episodes:]
+    returns = [ep.returns[k] for k in own]
+    successes = [ep.successes[k] for k in own if k < len(ep.successes)]
     rate = float(np.mean(successes)) if successes else 0.0
     half = 1.96 * float(np.sqrt(rate * (1 - rate) / max(len(successes), 1)))
     return {
@@ -711,7 +780,7 @@ def _robot_episodes(learner: Learner, episodes: int) -> dict[str, Any]:
         "success_rate_ci95": [max(rate - half, 0.0), min(rate + half, 1.0)],
         "return_mean": float(np.mean(returns)) if returns else float("nan"),
         "episodes": len(returns),
-        "source": "robot training episodes",
+        "source": "robot training episodes without interventions",
     }
 
 

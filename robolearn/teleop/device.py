@@ -40,6 +40,8 @@ class TeleopEvent(enum.Enum):
 
     ``INTERVENE`` is a level: it is in a command's events on every step the person takes over
     (exactly when ``intervening`` is true). The others are edges: once per button press.
+    ``RESET_DONE`` is the operator's word that the scene is reset (the cube put back) while a robot
+    waits at its reset pose: the next episode starts on it (HIL-SERL's reset confirmation).
     """
 
     INTERVENE = "intervene"
@@ -47,6 +49,7 @@ class TeleopEvent(enum.Enum):
     FAILURE = "failure"
     RERECORD = "rerecord"
     QUIT = "quit"
+    RESET_DONE = "reset_done"
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,12 @@ class Device(Protocol):
         """A new episode begins (scripted schedules and replays count episodes)."""
         return None
 
+    def scene_reset_requested(self) -> None:
+        """The robot waits at its reset pose for the person to reset the scene and press
+        ``RESET_DONE``; the reads that follow ask for that event only. A person sees the robot
+        stop: only a scripted stand-in needs telling."""
+        return None
+
     def read(self, obs: ObsDict) -> TeleopCommand:
         """The command for this step, given the world's current observation; never blocks long."""
         ...
@@ -96,6 +105,20 @@ class Device(Protocol):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.disconnect()
+
+
+class SceneResetConfirmation:
+    """A person at a device confirming scene resets (``RESET_DONE``) for a robot that waits at its
+    reset pose: what :class:`~robolearn.envs.ros_env.RosRobotEnv` asks before the next episode."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+
+    def scene_reset_requested(self) -> None:
+        self.device.scene_reset_requested()
+
+    def scene_reset_confirmed(self, obs: ObsDict) -> bool:
+        return TeleopEvent.RESET_DONE in self.device.read(obs).events
 
 
 DEVICES: dict[str, str] = {

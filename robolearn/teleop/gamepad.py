@@ -57,6 +57,7 @@ DEFAULT_BINDINGS: dict[TeleopEvent, Button] = {
     TeleopEvent.FAILURE: "east",
     TeleopEvent.RERECORD: "west",
     TeleopEvent.QUIT: "select",
+    TeleopEvent.RESET_DONE: "start",
 }
 """Event to button; INTERVENE is held, the others pressed."""
 

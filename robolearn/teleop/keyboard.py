@@ -67,6 +67,7 @@ DEFAULT_BINDINGS: dict[TeleopEvent, str] = {
     TeleopEvent.FAILURE: "n",
     TeleopEvent.RERECORD: "backspace",
     TeleopEvent.QUIT: "escape",
+    TeleopEvent.RESET_DONE: "return",
 }
 """Event to pygame key name; INTERVENE is held, the others pressed."""
 

@@ -5,8 +5,10 @@ Without a schedule it drives every step, as a person recording demonstrations do
 during steps ``[a, b)`` of every ``k``-th episode, each such episode with probability ``p``,
 deterministic by seed. It always reports its action; ``intervening`` says whether it takes over
 (so a recording without a policy is driven by it throughout, with the schedule in the flags).
-It has no buttons: it sends no events. Episodes are counted by :meth:`reset` (the first read
-before any reset starts episode 0).
+Its one button: with ``confirm_reset_reads`` k, it confirms a scene reset (``RESET_DONE``) on the
+k-th read after a robot asks for one (:meth:`scene_reset_requested`), as an operator who needs a
+moment to put the cube back; it sends no other events. Episodes are counted by :meth:`reset` (the
+first read before any reset starts episode 0).
 """
 
 from __future__ import annotations
@@ -65,10 +67,20 @@ class ScriptedDevice(Device):
     name = "scripted"
 
     def __init__(
-        self, task_cfg: TaskCfg, *, policy: str = "scripted", schedule: InterventionSchedule | None = None
+        self,
+        task_cfg: TaskCfg,
+        *,
+        policy: str = "scripted",
+        schedule: InterventionSchedule | None = None,
+        confirm_reset_reads: int = 1,
     ) -> None:
         if schedule is not None:
             schedule.check()
+        if confirm_reset_reads < 1:
+            raise DeviceError(f"scripted: confirm_reset_reads must be at least 1, got {confirm_reset_reads}")
+        self.confirm_reset_reads = confirm_reset_reads
+        self._reset_reads: int | None = None
+        """Reads left until it confirms the scene reset asked for; None: none asked for."""
         self.task_cfg, self.policy_name, self.schedule = task_cfg, policy, schedule
         self.low = np.asarray(task_cfg.action.low, np.float64)
         self.high = np.asarray(task_cfg.action.high, np.float64)
@@ -103,9 +115,18 @@ class ScriptedDevice(Device):
         self.step = 0
         self._selected = self.schedule is None or self.schedule.episode_selected(self.episode)
 
+    def scene_reset_requested(self) -> None:
+        self._reset_reads = self.confirm_reset_reads
+
     def read(self, obs: ObsDict) -> TeleopCommand:
         if self._act is None:
             raise DeviceError("scripted: read before connect()")
+        if self._reset_reads is not None:  # the robot waits for the scene: nothing to drive
+            self._reset_reads -= 1
+            if self._reset_reads > 0:
+                return TeleopCommand(None, False)
+            self._reset_reads = None
+            return TeleopCommand(None, False, frozenset({TeleopEvent.RESET_DONE}))
         if self.episode < 0:
             self.reset()
         batch = {k: np.asarray(v, np.float32)[None] for k, v in obs.items()}

@@ -12,6 +12,8 @@ tilt and twist                     roll, pitch, yaw
 left button (0)                    close the gripper (as SERL's SpaceMouse expert)
 right button (1)                   open the gripper
 any axis beyond ``deadzone``       intervene (HIL-SERL's rule: any input takes over)
+either button, at a robot waiting   the scene is reset: start the next episode (HIL-SERL's reset
+at its reset pose                  confirmation, ``--robot ros --robot-reset operator``)
 success, failure, re-record, quit  the keyboard keys in the simulation window (y, n, backspace,
                                    escape); models with more buttons can bind them by number:
                                    ``bindings={"success": 2, ...}``
@@ -79,6 +81,10 @@ class SpaceMouseDevice(HandDevice):
         self.mouse: Any = None
         self._hid_error: type[Exception] = Exception
         self._held: set[int] = set()
+        self._awaiting_reset = False
+
+    def scene_reset_requested(self) -> None:
+        self._awaiting_reset = True
 
     def connect(self) -> None:
         psm = import_optional("pyspacemouse", self.name, INSTALL)
@@ -132,6 +138,9 @@ class SpaceMouseDevice(HandDevice):
         pressed, self._held = buttons - self._held, buttons
         grip = True if CLOSE_BUTTON in buttons else False if OPEN_BUTTON in buttons else None
         events = {e for e, b in self.bindings.items() if e is not TeleopEvent.INTERVENE and b in pressed}
+        if self._awaiting_reset and pressed:  # the robot waits at its reset pose: any button confirms
+            self._awaiting_reset = False
+            events.add(TeleopEvent.RESET_DONE)
         deadman = TeleopEvent.INTERVENE in self.bindings and self.bindings[TeleopEvent.INTERVENE] in buttons
         return self.command(obs, twist, grip=grip, deadman=deadman, events=events)
 
