@@ -273,3 +273,29 @@ def test_a_plugin_that_is_not_a_task_factory_is_refused_in_one_line(value: str, 
         plugin.call(TaskCfg)
     message = str(info.value)
     assert "\n" not in message and f"distribution bad-dist, entry point bad = {value}" in message
+
+
+def test_record_and_replay_a_dataset_of_the_plugin_task(
+    on_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``robolearn record`` writes the plugin task's dataset, replays it through the task (which
+    checks its features against the task's) and ``robolearn dataset validate`` accepts both."""
+    from robolearn.cli import main
+
+    def run(*args: str) -> dict[str, object]:
+        main(list(args))
+        result: dict[str, object] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        return result
+
+    demos, replayed = tmp_path / "demos", tmp_path / "replayed"
+    recorded = run("record", "toy_reach", "--device", "none", "--policy", "scripted", "--episodes", "1",
+                   "--out", str(demos))  # fmt: skip
+    assert recorded["task"] == "toy_reach" and recorded["episodes_saved"] == 1 and recorded["successes"] == 1
+    again = run("record", "toy_reach", "--device", "replay", "--replay-from", str(demos), "--episodes", "1",
+                "--out", str(replayed))  # fmt: skip
+    assert again["episodes_saved"] == 1 and again["frames"] == recorded["frames"]
+    for root in (demos, replayed):
+        checked = run("dataset", "validate", str(root))
+        assert checked["valid"] is True and checked["episodes"] == 1
+        info = run("dataset", "info", str(root))
+        assert info["robot_type"] == "toy_arm" and info["tasks"] == ["A toy reach."]

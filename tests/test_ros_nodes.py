@@ -274,8 +274,10 @@ def test_a_scripted_arm_succeeds_over_ros_recorded_as_a_bag_and_a_dataset(
             "/task_state",
             "/command",
             "/episode",
+            "/applied_action",
         }
         assert counts["/episode"] == 10
+        assert 0 < counts["/applied_action"] <= summary["counts"]["steps"]  # one per step, if published
         assert counts["/command"] == summary["counts"]["commands"]
         assert counts["/frames/ee"] >= summary["counts"]["steps"]
         seen = set()

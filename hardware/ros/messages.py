@@ -165,8 +165,12 @@ class TaskStateLayout:
 
     HEADER = ("stamp", "step_count")
 
-    def __init__(self, cfg: TaskCfg) -> None:
-        self.shapes = dict(cfg.state)
+    def __init__(
+        self, cfg: TaskCfg, shapes: Mapping[str, tuple[int, ...]] | None = None, topic: str = "task_state"
+    ) -> None:
+        # ``shapes`` and ``topic``: another labelled array with the same header (applied_action_layout).
+        self.topic = topic
+        self.shapes = dict(cfg.state if shapes is None else shapes)
         self.labels = [*self.HEADER, *self.shapes]
         self.sizes = [1, 1, *(int(np.prod(s)) for s in self.shapes.values())]
         self.size = sum(self.sizes)
@@ -200,14 +204,28 @@ class TaskStateLayout:
         """A message's labels, sizes and data into ``state`` and ``step_count`` (see :meth:`read`)."""
         if labels != self.labels or sizes != self.sizes or len(data) != self.size:
             raise MessageError(
-                f"task_state has segments {list(zip(labels, sizes, strict=False))}; this task's are "
+                f"{self.topic} has segments {list(zip(labels, sizes, strict=False))}; this task's are "
                 f"{list(zip(self.labels, self.sizes, strict=True))}"
             )
-        _finite(data, "task_state")
+        _finite(data, self.topic)
         for k, offset, n in zip(self.labels[2:], self.offsets[2:], self.sizes[2:], strict=True):
             state[k].reshape(-1)[:] = data[offset : offset + n]
         step_count[0] = int(data[1])
         return float(data[0])
+
+
+APPLIED_ACTION = "applied_action"
+"""Topic on which a robot reports the action its controller took at each control step."""
+
+
+def applied_action_layout(cfg: TaskCfg) -> TaskStateLayout:
+    """``applied_action`` (``std_msgs/Float64MultiArray``): the task action a robot's controller took
+    at one control step, after the task's action bounds and before any actuation delay, as ros2_control's
+    controller state or a Franka's ``O_T_EE_d`` report what was commanded. Segments ``stamp`` and
+    ``step_count`` name the sample the step started from (the state it acted on for one control
+    period), then ``action``. A recorder builds its command log from these, not from what it sent: a
+    command that arrives late is replaced by the one before, which only the robot knows (issue 19)."""
+    return TaskStateLayout(cfg, {"action": (len(cfg.action.names),)}, APPLIED_ACTION)
 
 
 # -- serialized messages -----------------------------------------------------------------------

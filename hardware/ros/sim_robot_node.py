@@ -16,6 +16,9 @@ whenever a command arrives):
 - measures the task's success from the robot's side, resets episodes with the task's reset events
   and publishes each outcome on ``episode`` (``std_msgs/String``, JSON); after ``episodes``
   episodes it writes a JSON summary to ``summary_path`` (if set) and exits;
+- after each step, reports on ``applied_action`` the action it took (before its actuation delay),
+  stamped with the sample it started from, so a recorder knows what acted even where a command came
+  late and the one before was applied again (see :func:`~.messages.applied_action_layout`);
 - implements the reset protocol of training on a robot (docs/ros.md, "Resets"): a request on
   ``reset`` (``std_msgs/UInt64``, a request number) sends the robot to the task's reset pose (a new
   episode from the task's reset distribution); once its first sample is out, the number comes back
@@ -66,8 +69,10 @@ from robolearn.hardware.ros.images import (
     message_type,
 )
 from robolearn.hardware.ros.messages import (
+    APPLIED_ACTION,
     MessageError,
     TaskStateLayout,
+    applied_action_layout,
     joint_state_msg,
     make_codec,
     odometry_msg,
@@ -324,6 +329,10 @@ class SimRobotNode:
         self.compressed_topics = [camera_topic(c, "compressed") for c in self.report.cameras]
         self.episode_pub = node.create_publisher(msg("std_msgs", "String"), "episode", 10)
         self.ready_pub = node.create_publisher(msg("std_msgs", "UInt64"), "ready", latched_qos())
+        # Reliable, as ros2_control's controller state: a recorder wants every step's action.
+        self.applied_pub = node.create_publisher(msg("std_msgs", "Float64MultiArray"), APPLIED_ACTION, 10)
+        self.applied_layout = applied_action_layout(self.cfg)
+        self._sample: tuple[float, int] | None = None  # stamp and step count of the last sample made
         self.reset_sub = node.create_subscription(
             msg("std_msgs", "UInt64"), "reset", self._on_reset, command_qos()
         )
@@ -337,7 +346,8 @@ class SimRobotNode:
         if self.bag is not None:
             # A received topic is recorded with the profile it is subscribed with: the one
             # policy_node offers (command_qos), which is what a replay should offer again.
-            for entity in [*self.pubs.values(), self.episode_pub, self.ready_pub, *self.subs.values()]:
+            pubs = [*self.pubs.values(), self.episode_pub, self.ready_pub, self.applied_pub]
+            for entity in [*pubs, *self.subs.values()]:
                 self.bag.add_topic(entity.topic_name, entity.msg_type, entity.qos_profile)
         self._thread = threading.Thread(target=self._run, name="sim_robot_loop", daemon=True)
         self._thread.start()
@@ -421,9 +431,14 @@ class SimRobotNode:
 
     def _tick(self, step: bool) -> None:
         ready = self._serve_reset()
+        applied = None
         if step and ready is None and not self._held:
             with self._lock:
                 action = self._action.copy()
+            if self._sample is not None:  # what acts from the last sample on: bounded, not yet delayed
+                taken = np.asarray(self.robot.worlds.sanitize(action[None])[0])[0]
+                start_t, start_step = self._sample
+                applied = self.applied_layout.to_msg({"action": taken}, start_step, start_t)
             self.robot.apply(action)
             self.counts["steps"] += 1
             outcome = self.robot.last_step
@@ -440,8 +455,12 @@ class SimRobotNode:
             for t in self.compressed_topics
             if self.bag is None and self.pubs[t].get_subscription_count() == 0
         ]
-        messages = self.report.messages(worlds, time.time(), skip=idle)
+        stamp = time.time()
+        messages = self.report.messages(worlds, stamp, skip=idle)
+        self._sample = (stamp, int(worlds.step_count[0]))
         sample = [(self.pubs[t], m) for t, m in messages.items()]
+        if applied is not None:
+            sample.append((self.applied_pub, applied))
         if ready is not None:  # after the new episode's first sample, with its latency
             sample.append((self.ready_pub, msg("std_msgs", "UInt64")(data=ready)))
         if self.latency > 0:
@@ -455,8 +474,9 @@ class SimRobotNode:
 
     def _publish(self, sample: Sequence[tuple[Any, Any]]) -> None:
         for pub, m in sample:
-            # The protocol's answer is reliable; only sensor samples are lost on a bad link.
-            if self.p.drop_rate > 0 and pub is not self.ready_pub and self.rng.random() < self.p.drop_rate:
+            # The protocol's answers are reliable; only sensor samples are lost on a bad link.
+            reliable = pub is self.ready_pub or pub is self.applied_pub
+            if self.p.drop_rate > 0 and not reliable and self.rng.random() < self.p.drop_rate:
                 self.counts["dropped"] += 1
                 continue
             pub.publish(m)

@@ -208,7 +208,7 @@ def _joint_state_rows(
     return times, names, msgs
 
 
-def _read_bag(root: Path) -> list[Recording]:
+def _read_bag(root: Path, commands: str = "joint_commands") -> list[Recording]:
     try:
         from rosbags.rosbag2 import Reader
         from rosbags.typesys import Stores, get_typestore
@@ -234,7 +234,7 @@ def _read_bag(root: Path) -> list[Recording]:
             return conns[:1]
 
         t_state, joints, states = _joint_state_rows(reader, topic("joint_states"), typestore)
-        t_cmd, actuators, cmds = _joint_state_rows(reader, topic("joint_commands"), typestore)
+        t_cmd, actuators, cmds = _joint_state_rows(reader, topic(commands), typestore)
     if len(states) < 10 or not cmds:
         raise SysidError(f"{root}: {len(states)} joint states and {len(cmds)} commands; too few to fit")
     times = np.asarray(t_state)
@@ -266,16 +266,18 @@ def _read_bag(root: Path) -> list[Recording]:
     ]
 
 
-def read_recordings(path: Path | str) -> list[Recording]:
-    """Every recording at ``path`` (a LeRobot dataset or a rosbag2 folder), checked."""
+def read_recordings(path: Path | str, commands: str = "joint_commands") -> list[Recording]:
+    """Every recording at ``path`` (a LeRobot dataset or a rosbag2 folder), checked; in a bag, the
+    commands are on the topic ending in ``commands`` (``sent_commands``: the excitation recorder's
+    log of what it sent, beside what the robot applied)."""
     path = Path(path)
     if (path / "meta" / "info.json").is_file():
         recordings = _read_dataset(path)
     elif (path / "metadata.yaml").is_file():
-        recordings = _read_bag(path)
+        recordings = _read_bag(path, commands)
     elif path.is_dir() and (bags := sorted(p for p in path.iterdir() if (p / "metadata.yaml").is_file())):
         # A folder of bags, one per episode (robolearn sysid --record --ros writes one).
-        recordings = [rec for bag in bags for rec in _read_bag(bag)]
+        recordings = [rec for bag in bags for rec in _read_bag(bag, commands)]
     else:
         raise SysidError(
             f"{path}: neither a LeRobot dataset (meta/info.json), a rosbag2 folder (metadata.yaml) nor a "
