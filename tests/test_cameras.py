@@ -157,3 +157,24 @@ def test_bench_sim_has_a_rendering_table() -> None:
             np.prod([int(x) for x in row["resolution"].split("x")])
         )
         assert row["num_envs"] == (1 if row["backend"] == "mujoco" else 2)
+
+
+def test_robolearn_tasks_shows_each_pixel_task_s_image_terms(capsys: pytest.CaptureFixture[str]) -> None:
+    """``robolearn tasks``: an ``images:`` line under each task with cameras (key, height x width x
+    channels, dtype, camera), none under a state task."""
+    from robolearn.cli.tasks import TasksCmd, run_tasks
+
+    run_tasks(TasksCmd())
+    lines = capsys.readouterr().out.splitlines()
+
+    def block(task: str) -> list[str]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"{task}  ["))
+        end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
+        return lines[start + 1 : end]
+
+    assert (
+        "    images:      wrist_rgb 64x64x3 uint8 (wrist camera), scene_rgb 64x64x3 uint8 (scene camera)"
+        in block("panda_pick_cube_pixels")
+    )
+    assert "    images:      front_rgb 48x64x3 uint8 (front camera)" in block("car_checkpoints_pixels")
+    assert not any(line.startswith("    images:") for line in block("panda_pick_cube"))

@@ -272,3 +272,81 @@ def test_classifier_is_the_training_reward(
     assert demos is not None and set(np.unique(demos.reward[: len(demos)]).tolist()) == {0.0, 1.0}
     with pytest.raises(ConfigError, match="classifier:PATH"):
         train(TrainCfg(task="panda_pick_cube", out=tmp_path, reward="learned"))
+
+
+def test_a_camera_classifier_is_the_reward_of_pixel_training(pixel_dataset: Path, tmp_path: Path) -> None:
+    """``robolearn train panda_pick_cube_pixels --reward classifier:PATH``: the classifier judges
+    each observation reached from its cameras; its verdict is the reward and a success ends the
+    episode; demonstrations are relabelled by it."""
+    from robolearn.cli.train import pixel_train_cfg
+    from robolearn.rl.config import SACConfig, TrainCfg
+    from robolearn.rl.drq import train_pixels
+
+    torch.set_num_threads(1)
+    clf = tmp_path / "clf"
+    train_reward_classifier(RewardTrainCmd(pixel_dataset, out=clf, epochs=4, state=False))
+    cmd = TrainCfg(
+        task="panda_pick_cube_pixels",
+        num_envs=2,
+        steps=60,
+        learning_starts=50,
+        random_steps=50,
+        demos=(pixel_dataset,),
+        reward=f"classifier:{clf}",
+        reward_threshold=0.05,  # a lenient verdict, so that some steps are judged successes
+        torch_device="cpu",
+        sac=SACConfig(batch_size=8, hidden=(16, 16)),
+    )
+    run = train_pixels(pixel_train_cfg(cmd, tmp_path / "run"))
+    replay = run.replay
+    starts = np.flatnonzero(replay.valid[: replay.filled])
+    assert len(starts) == 60 and len(run.metrics) == 6
+    reward = replay.reward[starts]
+    assert set(np.unique(reward).tolist()) <= {0.0, 1.0}  # verdicts, not the task's shaped reward
+    assert (replay.terminated[starts][reward > 0.5] == 1.0).all()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["reward"] == f"classifier:{clf}"
+
+
+def test_a_drq_encoder_pretrained_on_a_dataset_loads_frozen_into_pixel_training(
+    pixel_dataset: Path, tmp_path: Path
+) -> None:
+    """``robolearn reward train --encoder drq`` pretrains DrQ's camera encoders on a recorded dataset
+    (success as the pretext task) and writes them as a pixel run's frozen encoder loads them."""
+    from robolearn.policy.encoders import ENCODER_FILE, ObservationEncoder, load_encoder_weights
+    from robolearn.rl.config import SACConfig
+    from robolearn.rl.drq import DrQLearner
+    from robolearn.rl.replay import Batch
+
+    torch.set_num_threads(1)
+    out = tmp_path / "clf"
+    summary = train_reward_classifier(
+        RewardTrainCmd(pixel_dataset, out=out, epochs=1, state=False, encoder="drq", hidden=(16,))
+    )
+    assert summary["encoder"] == str(out / ENCODER_FILE)
+    assert load_reward_classifier(out).probability(
+        {"wrist_rgb": np.zeros((2, 64, 64, 3), np.uint8), "scene_rgb": np.zeros((2, 64, 64, 3), np.uint8)}
+    ).shape == (2,)
+    shapes = {"wrist_rgb": (64, 64, 3), "scene_rgb": (64, 64, 3)}
+    encoder = ObservationEncoder(shapes, {"ee_pos": 3}, frozen=True)
+    load_encoder_weights(encoder, out / ENCODER_FILE)
+    net = load_reward_classifier(out).net
+    for pretrained, loaded in zip(net.cnns, encoder.cameras, strict=True):
+        for a, b in zip(pretrained.parameters(), loaded.parameters(), strict=True):
+            assert torch.equal(a, b) and not b.requires_grad
+    learner = DrQLearner(encoder, 4, SACConfig(batch_size=4, hidden=(8,)), torch.device("cpu"))
+    assert learner.encoder_opt is None
+    rng = np.random.default_rng(0)
+
+    def obs() -> dict[str, np.ndarray]:
+        frames = {k: rng.integers(0, 256, (4, *s), dtype=np.uint8) for k, s in shapes.items()}
+        return frames | {"ee_pos": rng.normal(size=(4, 3)).astype(np.float32)}
+
+    before = [p.clone() for p in encoder.cameras.parameters()]
+    batch = Batch(obs(), np.zeros((4, 4), np.float32), np.ones(4, np.float32), obs(), np.zeros(4, np.float32))
+    learner.update(batch)
+    assert all(torch.equal(a, b) for a, b in zip(before, encoder.cameras.parameters(), strict=True))
+    with pytest.raises(ConfigError, match="--encoder drq pretrains camera encoders"):
+        train_reward_classifier(
+            RewardTrainCmd(pixel_dataset, out=tmp_path / "x", images=False, encoder="drq")
+        )

@@ -380,3 +380,52 @@ def test_a_stale_camera_trips_the_watchdog_as_a_stale_state_topic(tmp_path: Path
     text = log_path.read_text()
     assert "camera wrist: resizing 96x72 frames to the policy's 64x64 by area averaging" in text, text
     assert text.count("resizing 96x72") == 2  # once per camera, not once per frame
+
+
+def test_a_camera_that_never_arrives_is_named_and_nothing_is_commanded(
+    tmp_path: Path, pixel_policy: Path
+) -> None:
+    """A robot whose state comes but whose cameras never publish: policy_node commands nothing and
+    says which camera topics it waits for (and their type), not the state topics that did arrive."""
+    domain = private_domain()
+    log_path = tmp_path / "policy.log"
+    cfg = make_task_cfg(PIXEL_TASK)
+    with open(log_path, "w") as plog, local_node("robot", domain) as node:
+        commands = ArmCommandLog(PIXEL_TASK, still=1e-4)
+        endpoints = [
+            node.create_subscription(
+                msg("geometry_msgs", "TwistStamped"), "command", commands.on_command, command_qos()
+            )
+        ]
+        robot = StandInRobot(node, cfg, "raw", command_type="servo_twist")
+        robot.cameras = False  # from the start: the camera driver never came up
+        endpoints += [p for t, p in robot.pubs.items() if t not in robot.camera_topics]
+        stop = threading.Event()
+
+        def publish() -> None:
+            while not stop.wait(cfg.control_dt):
+                robot.publish()
+
+        pol = start_node(
+            "policy_node",
+            {"policy": str(pixel_policy), "runtime": "onnx", "command_type": "servo_twist"},
+            domain,
+            log=plog,
+        )
+        publisher = threading.Thread(target=publish, daemon=True)
+        publisher.start()
+        try:
+            wait_for_matches(endpoints, timeout=120, processes=[pol])
+            wait_until(
+                lambda: "nothing received yet on" in log_path.read_text(), 60, "no missing-topic warning"
+            )
+        finally:
+            stop.set()
+            publisher.join(timeout=2.0)
+            assert stop_node(pol, timeout=30.0) == 0, log_path.read_text()
+    line = next(x for x in log_path.read_text().splitlines() if "nothing received yet on" in x)
+    waited = line.split("nothing received yet on", 1)[1].split("; no command")[0]
+    assert "/cameras/wrist/image_raw (sensor_msgs/Image)" in waited, line
+    assert "/cameras/scene/image_raw (sensor_msgs/Image)" in waited, line
+    assert "frames/" not in waited and "joint_states" not in waited, line  # those did arrive
+    assert not commands.stamped_after(0.0), "a command went out without the cameras"

@@ -417,10 +417,12 @@ class SimRobotNode:
                 self._command.clear()
                 self._tick(step=True)
                 last_tick = time.monotonic()
-            elif not self.p.realtime and now - last_tick >= self.period:
-                self._tick(step=False)  # idle: the robot stands still but keeps reporting
+            elif not self.p.realtime and now - last_tick >= self.period + self.latency:
+                # Idle: the robot stands still but keeps reporting. A sample goes out ``latency``
+                # after its tick, and the controller has a period to answer it before this counts.
+                self._tick(step=False)
                 last_tick = time.monotonic()
-            wake = next_tick if self.p.realtime else last_tick + self.period
+            wake = next_tick if self.p.realtime else last_tick + self.period + self.latency
             if self._outbox:
                 wake = min(wake, self._outbox[0][0])
             timeout = max(wake - time.monotonic(), 0.0)

@@ -6,7 +6,7 @@ Every numeric option has a stated valid range, checked in its config's ``check()
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -21,8 +21,8 @@ DEFAULT_SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render")
 """Every part but gpu, which needs CUDA (issue 14)."""
 Embodiment = Literal["arm", "drone", "car", "arm_pixels"]
 """What the transfer benchmark deploys (``arm_pixels``: the pick-cube task from cameras)."""
-LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu"]
-LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu")
+LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels"]
+LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels")
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
@@ -62,6 +62,37 @@ class SimBenchCfg:
         check_threads("--nthread", self.nthread)
         check_seed("--seed", self.seed)
         _check_parts(self.parts, SIM_PARTS)
+
+
+@dataclass(frozen=True)
+class PixelBenchCfg:
+    """The ``pixels`` part of the learning benchmark (issue 13, :mod:`robolearn.bench.pixels`): pick-cube
+    from cameras with DrQ and scripted demonstrations."""
+
+    steps: int = 30_000
+    """Environment step budget of the run (all worlds)."""
+    demos: int = 20
+    """Scripted demonstrations (successful episodes) in the demonstration buffer, SERL's 20."""
+    num_envs: int = 4
+    """Worlds the actor steps (their cameras render on the CPU)."""
+    learning_starts: int = 1_000
+    """Steps of random actions before the first update."""
+    batch_size: int = 256
+    """Transitions per critic update (half from the demonstrations, RLPD)."""
+    eval_every: int = 2_000
+    """Environment steps between evaluations."""
+    eval_episodes: int = 20
+    """Episodes per evaluation (deterministic policy, nominal task)."""
+
+    def check(self) -> None:
+        """Refuse options outside their ranges, naming the option, the value and the range."""
+        check_range("--pixels.steps", self.steps, 1)
+        check_range("--pixels.demos", self.demos, 0)
+        check_range("--pixels.num-envs", self.num_envs, 1, 64)
+        check_range("--pixels.learning-starts", self.learning_starts, 1)
+        check_range("--pixels.batch-size", self.batch_size, 2)
+        check_range("--pixels.eval-every", self.eval_every, 1)
+        check_range("--pixels.eval-episodes", self.eval_episodes, 1)
 
 
 @dataclass(frozen=True)
@@ -116,6 +147,9 @@ class LearnBenchCfg:
     """gpu: the ``--parallel`` preset of the massively parallel run (beside the sample-efficient one)."""
     gpu_steps: int = 3_000_000
     """gpu: environment step budget of the parallel run (the sample-efficient run's is ``steps``)."""
+    pixels: PixelBenchCfg = field(default_factory=PixelBenchCfg)
+    """pixels (issue 13): pick-cube from cameras with DrQ and scripted demos, steps and minutes to 90 %
+    on ``--device`` (a GPU job: on a CPU only for correctness, with tiny settings)."""
     updates: int = 200
     """Gradient updates per timed round of a throughput contender."""
     rounds: int = 5
@@ -155,6 +189,7 @@ class LearnBenchCfg:
         check_range("--e2e-steps", self.e2e_steps, 0)
         check_range("--offline-steps", self.offline_steps, 0)
         check_threads("--torch-threads", self.torch_threads)
+        self.pixels.check()
         if not self.critics:
             raise ConfigError("--critics: critics must be ensemble sizes of at least 1, got none")
         for n in self.critics:

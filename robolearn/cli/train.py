@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from robolearn.rl.config import TrainCfg
 
 if TYPE_CHECKING:
+    from robolearn.rl.drq import PixelTrainCfg
     from robolearn.rl.train import RunState
 
 __all__ = ["TrainCfg", "run_train"]
@@ -31,38 +32,126 @@ def _one_dataset(cmd: TrainCfg) -> Path | None:
     return cmd.demos[0] if cmd.demos else None
 
 
-def run_pixel_train(cmd: TrainCfg) -> None:
-    """A task with cameras trains with DrQ (:mod:`robolearn.rl.drq`): the options that apply carry over."""
-    from robolearn.rl.drq import PixelTrainCfg, train_pixels
+PIXEL_OPTIONS = (
+    "--backend mujoco|mujoco_batch|pybullet, --num-envs, --steps, --seed, --out, --name, "
+    "--scripted-demos, --demos (one dataset), --reward task|classifier:PATH, --reward-threshold, "
+    "--learning-starts, --replay-budget-mb, --pretrained-encoder, --torch-device, --torch-threads, --sac.*"
+)
+"""What ``robolearn train`` takes for a task with cameras (DrQ, :mod:`robolearn.rl.drq`)."""
+
+
+def _refused_pixel_options(cmd: TrainCfg) -> dict[str, bool]:
+    """The options DrQ training does not take, and whether each was given (differs from its default)."""
+    default = TrainCfg(task=cmd.task)
+
+    def given(*names: str) -> bool:
+        return any(getattr(cmd, n) != getattr(default, n) for n in names)
+
+    return {
+        "--backend mujoco_warp": cmd.backend == "mujoco_warp",
+        "--resume": given("resume"),
+        "--hil (interventions)": given("hil"),
+        "--random-steps (random actions last until --learning-starts)": given("random_steps")
+        and cmd.random_steps != cmd.learning_starts,
+        "--replay-capacity (use --replay-budget-mb)": given("replay_capacity"),
+        "--randomize": given("randomize"),
+        "--sim-params": given("sim_params"),
+        "--eval-every, --eval-episodes, --final-eval-episodes, --stop-at-success (no evaluation runs)": given(
+            "eval_every", "eval_episodes", "final_eval_episodes", "stop_at_success"
+        ),
+        "--checkpoint-every (no checkpoints)": given("checkpoint_every"),
+        "--threaded": given("threaded"),
+        "--updates-per-step": given("updates_per_step"),
+        "--parallel": given("parallel"),
+        "--exchange ray, --actors, --ray-*": given(
+            "exchange",
+            "actors",
+            "ray_address",
+            "ray_timeout",
+            "ray_actor_resource",
+            "ray_robot_resource",
+            "sim_actors",
+        ),
+        "--robot ros": given("robot", "robot_safety", "robot_timeout", "reset_timeout", "robot_reset"),
+        "--offline, --offline-steps, --online-steps, --offline-algo, --online-mode": given(
+            "offline", "offline_steps", "online_steps", "offline_algo", "online_mode"
+        ),
+        "--init-from, --init-sim-share": given("init_from", "init_sim_share"),
+        "--sac.n-step above 1": cmd.sac.n_step > 1,
+    }
+
+
+def check_pixel_options(cmd: TrainCfg) -> None:
+    """Refuse, in one line, an option that training from cameras does not take (naming it and what
+    it takes), rather than dropping it silently."""
+    from robolearn.errors import ConfigError
+
+    for option, given in _refused_pixel_options(cmd).items():
+        if given:
+            raise ConfigError(
+                f"{option}: not available for {cmd.task}, a task with cameras trained with DrQ; "
+                f"it takes {PIXEL_OPTIONS}"
+            )
+
+
+def check_state_options(cmd: TrainCfg) -> None:
+    """Refuse the options of pixel training for a task without cameras."""
+    from robolearn.errors import ConfigError
+
+    default = TrainCfg(task=cmd.task)
+    options = {"--pretrained-encoder": "pretrained_encoder", "--replay-budget-mb": "replay_budget_mb"}
+    for option, name in options.items():
+        if getattr(cmd, name) != getattr(default, name):
+            raise ConfigError(
+                f"{option} applies to a task with cameras (e.g. panda_pick_cube_pixels); {cmd.task} has "
+                "none: use --replay-capacity for its buffer"
+            )
+
+
+def pixel_train_cfg(cmd: TrainCfg, out: Path) -> PixelTrainCfg:
+    """The DrQ configuration a ``robolearn train`` command of a task with cameras asks for."""
+    from robolearn.rl.drq import PixelTrainCfg
     from robolearn.rl.train import resolve_device
 
-    out = cmd.out / (cmd.name or f"{cmd.task}-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
-    print(f"train {cmd.task}: a task with cameras, trained from pixels with DrQ", file=sys.stderr)
-    run = train_pixels(
-        PixelTrainCfg(
-            task=cmd.task,
-            backend=cmd.backend,
-            num_envs=cmd.num_envs,
-            steps=cmd.steps,
-            seed=cmd.seed,
-            device=str(resolve_device(cmd.torch_device)),
-            learning_starts=max(cmd.learning_starts, cmd.num_envs),
-            demo_episodes=cmd.scripted_demos,
-            demos=_one_dataset(cmd),
-            out=out,
-            sac=cmd.sac,
-        )
+    check_pixel_options(cmd)
+    kind, _, path = cmd.reward.partition(":")
+    return PixelTrainCfg(
+        task=cmd.task,
+        backend=cmd.backend,
+        num_envs=cmd.num_envs,
+        steps=cmd.steps,
+        seed=cmd.seed,
+        device=str(resolve_device(cmd.torch_device)),
+        learning_starts=max(cmd.learning_starts, cmd.num_envs),
+        replay_budget_mb=cmd.replay_budget_mb,
+        pretrained_encoder=cmd.pretrained_encoder,
+        demo_episodes=cmd.scripted_demos,
+        demos=_one_dataset(cmd),
+        reward_classifier=Path(path) if kind == "classifier" else None,
+        reward_threshold=cmd.reward_threshold,
+        out=out,
+        sac=cmd.sac,
     )
-    successes = run.episode_successes
-    summary = {
-        "task": cmd.task,
-        "env_steps": cmd.steps,
-        "episodes": len(successes),
-        "training_success_rate": sum(successes) / len(successes) if successes else None,
-        "wall_minutes": run.seconds / 60.0,
-        "run_dir": str(out),
-        "policy": str(out / "policy"),
-    }
+
+
+def run_pixel_train(cmd: TrainCfg) -> None:
+    """A task with cameras trains with DrQ (:mod:`robolearn.rl.drq`): the options that apply carry
+    over, the others are refused (:func:`check_pixel_options`)."""
+    import torch
+
+    from robolearn.rl.drq import train_pixels
+
+    out = cmd.out / (cmd.name or f"{cmd.task}-s{cmd.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    cfg = pixel_train_cfg(cmd, out)
+    if cmd.torch_threads > 0:
+        torch.set_num_threads(cmd.torch_threads)
+    print(
+        f"train {cmd.task}: a task with cameras, trained from pixels with DrQ "
+        "(no evaluations, checkpoints or video during the run)",
+        file=sys.stderr,
+    )
+    run = train_pixels(cfg)
+    summary = run.summary(cfg) | {"run_dir": str(out), "policy": str(out / "policy")}
     print(json.dumps(summary))
 
 
@@ -71,6 +160,7 @@ def run_train(cmd: TrainCfg) -> None:
     if _has_cameras(cmd.task):
         run_pixel_train(cmd)
         return
+    check_state_options(cmd)
     from tqdm import tqdm
 
     from robolearn.rl.train import train  # torch: only when training

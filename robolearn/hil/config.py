@@ -187,6 +187,10 @@ class RewardTrainCmd:
     """Adam learning rate."""
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layer widths of the MLP head."""
+    encoder: Literal["small", "drq"] = "small"
+    """Each camera's CNN: small (three strided convolutions, fast on a CPU) or drq (DrQ's encoder,
+    as pixel training uses; also writes ``encoder.safetensors``, a pretrained encoder for
+    ``robolearn train --pretrained-encoder``, issue 13)."""
     threshold: float | None = None
     """Probability above which a frame counts as a success (reward 1); None: the one with the best
     F1 score on the validation episodes."""

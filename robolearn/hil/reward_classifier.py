@@ -14,6 +14,10 @@ has cameras; it can see the cameras alone (``--no-state``), as on an arm without
   episode are near-duplicates, so a frame split would measure memory, not generalization.
 - Images get DrQ's random shift during training (:func:`robolearn.policy.encoders.random_shift`),
   and success frames are weighted so both classes count alike.
+- With ``encoder`` ``drq`` each camera's CNN is DrQ's :class:`~robolearn.policy.encoders.ConvEncoder`
+  and training also writes its weights as ``encoder.safetensors``, in the format a pixel run's
+  frozen encoder loads (:func:`~robolearn.policy.encoders.load_encoder_weights`): an encoder
+  pretrained by robolearn itself on a recorded dataset, success as the pretext task (issue 13).
 
 The result is a folder with ``model.safetensors`` (weights and input statistics) and
 ``classifier.json`` (architecture, inputs, threshold, metrics): loading reads tensors and JSON
@@ -44,7 +48,15 @@ from robolearn.data.reader import Dataset, read_dataset
 from robolearn.data.video import episode_video
 from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.hil.config import RewardEvalCmd, RewardTrainCmd
-from robolearn.policy.encoders import random_shift, to_float_chw
+from robolearn.policy.encoders import (
+    ENCODER_FILE,
+    ConvEncoder,
+    ObservationEncoder,
+    random_shift,
+    save_encoder_weights,
+    to_float_chw,
+)
+from robolearn.sim.scene import RGB
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +67,9 @@ WEIGHTS = "model.safetensors"
 CONFIG = "classifier.json"
 CAMERA_FEATURES = 64
 """Features per camera after its CNN."""
+DRQ_FEATURES = 50
+"""Features per camera of a DrQ encoder (pixel training's default, ``PixelTrainCfg.features``)."""
+ENCODERS = ("small", "drq")
 
 
 class CameraCNN(nn.Module):
@@ -92,19 +107,42 @@ class SuccessNet(nn.Module):
     state_std: torch.Tensor
 
     def __init__(
-        self, state_dim: int, hidden: Sequence[int], image_shapes: Sequence[Sequence[int]] = ()
+        self,
+        state_dim: int,
+        hidden: Sequence[int],
+        image_shapes: Sequence[Sequence[int]] = (),
+        encoder: str = "small",
     ) -> None:
         super().__init__()
         self.register_buffer("state_mean", torch.zeros(state_dim))
         self.register_buffer("state_std", torch.ones(state_dim))
-        self.cnns = nn.ModuleList([CameraCNN(s) for s in image_shapes])
-        width = state_dim + CAMERA_FEATURES * len(self.cnns)
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder {encoder!r} is not one of {', '.join(ENCODERS)}")
+        self.image_shapes = [tuple(int(x) for x in s) for s in image_shapes]
+        if encoder == "drq":
+            drq = [ConvEncoder((s[0], s[1], s[2]), DRQ_FEATURES) for s in self.image_shapes]
+            self.cnns = nn.ModuleList(drq)
+        else:
+            self.cnns = nn.ModuleList([CameraCNN(s) for s in self.image_shapes])
+        width = state_dim + (DRQ_FEATURES if encoder == "drq" else CAMERA_FEATURES) * len(self.cnns)
         layers: list[nn.Module] = []
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU()]
             width = h
         layers.append(nn.Linear(width, 1))
         self.head = nn.Sequential(*layers)
+
+    def camera_encoder(self, cameras: Sequence[str]) -> ObservationEncoder:
+        """The DrQ encoders of ``cameras`` (dataset keys, in this net's order) as the camera part of
+        an :class:`ObservationEncoder` keyed by the task's observation keys (``<camera>_rgb``)."""
+        keys = [c.removeprefix(IMAGES) + RGB for c in cameras]
+        encoder = ObservationEncoder(
+            {k: (s[0], s[1], s[2]) for k, s in zip(keys, self.image_shapes, strict=True)}, {},
+            features=DRQ_FEATURES,
+        )  # fmt: skip
+        for target, source in zip(encoder.cameras, self.cnns, strict=True):
+            target.load_state_dict(source.state_dict())
+        return encoder
 
     def forward(
         self, state: torch.Tensor, images: Sequence[torch.Tensor] = (), augment: bool = False
@@ -178,7 +216,9 @@ def load_reward_classifier(path: Path, threshold: float | None = None) -> Reward
             f"{VERSION}: train it again with robolearn reward train"
         )
     try:
-        net = SuccessNet(int(config["state_dim"]), config["hidden"], config["image_shapes"])
+        net = SuccessNet(
+            int(config["state_dim"]), config["hidden"], config["image_shapes"], config.get("encoder", "small")
+        )
         net.load_state_dict(load_file(str(path / WEIGHTS)))
     except (OSError, SafetensorError, RuntimeError, KeyError, TypeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -299,6 +339,10 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
     cameras = _cameras(cmd, ds)
     if not inputs and not cameras:
         raise DatasetError(f"{ds.root}: the classifier would see nothing (no terms, no camera)")
+    if cmd.encoder == "drq" and not cameras:
+        raise ConfigError(
+            f"--encoder drq pretrains camera encoders; {ds.root} gives the classifier no camera"
+        )
 
     frames = ds.frames()
     n = len(frames["index"])
@@ -321,7 +365,7 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
     val_idx, test_idx = np.flatnonzero(val), np.flatnonzero(held)
 
     image_shapes = [list(ds.features[c]["shape"]) for c in cameras]
-    net = SuccessNet(state.shape[1], cmd.hidden, image_shapes)
+    net = SuccessNet(state.shape[1], cmd.hidden, image_shapes, cmd.encoder)
     net.state_mean.copy_(torch.as_tensor(state[train_idx].mean(axis=0)))
     net.state_std.copy_(torch.as_tensor(state[train_idx].std(axis=0) + 1e-6))
     label_t = torch.as_tensor(label, dtype=torch.float32)
@@ -381,11 +425,15 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
         "state_dim": int(state.shape[1]),
         "hidden": list(cmd.hidden),
         "image_shapes": image_shapes,
+        "encoder": cmd.encoder,
         "train_config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cmd).items()},
         **summary,
     }
     save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()}, str(out / WEIGHTS))
     (out / CONFIG).write_text(json.dumps(config, indent=1))
+    if cmd.encoder == "drq" and cameras:  # the cameras' encoders, for a pixel run to load frozen
+        save_encoder_weights(net.camera_encoder(cameras), out / ENCODER_FILE)
+        summary["encoder"] = str(out / ENCODER_FILE)
     summary |= {"out": str(out), "seconds": time.perf_counter() - started}
     return summary
 

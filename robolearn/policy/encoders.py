@@ -31,6 +31,8 @@ from torch import nn
 
 from robolearn.errors import CorruptFileError
 
+ENCODER_FILE = "encoder.safetensors"
+"""The camera encoders' weights a pixel run or a DrQ-encoder reward classifier writes."""
 SHIFT_PAD = 4
 """Pixels of DrQ's random shift (its value for 84x84 images; 64x64 keeps it)."""
 
@@ -102,13 +104,12 @@ class ObservationEncoder(nn.Module):
         channels: int = 32,
     ) -> None:
         super().__init__()
-        if not image_shapes:
-            raise ValueError("an ObservationEncoder needs at least one camera")
         self.image_keys = list(image_shapes)
         self.state_keys = list(state_sizes)
         self.keys = self.image_keys + self.state_keys
         self.state_sizes = [int(s) for s in state_sizes.values()]
         self.cameras = nn.ModuleList([ConvEncoder(s, features, channels) for s in image_shapes.values()])
+        self.channels = channels
         self.frozen = frozen
         if frozen:
             self.cameras.requires_grad_(False)

@@ -22,7 +22,9 @@ import torch
 from torch import nn
 
 from robolearn.data.manifest import file_sha256
-from robolearn.policy.export import write_policy_folder
+from robolearn.errors import CorruptFileError
+from robolearn.policy.encoders import ObservationEncoder
+from robolearn.policy.export import _require, write_policy_folder
 from robolearn.policy.meta import (
     META_FILE,
     ONNX_FILE,
@@ -32,10 +34,18 @@ from robolearn.policy.meta import (
     PolicyMeta,
     task_meta,
 )
+from robolearn.policy.network import Actor
 from robolearn.policy.pixel_network import PixelPolicy
 from robolearn.policy.runtime import load_exported
+from robolearn.tasks import make_task_cfg
 from robolearn.tasks.cameras import image_specs
 from robolearn.tasks.core import TaskCfg
+
+PIXEL_POLICY_WEIGHTS = "pixel_policy.safetensors"
+"""A pixel training run's policy weights (:func:`save_pixel_policy`), for exporting it again."""
+PIXEL_POLICY_CONFIG = "pixel_policy.json"
+"""The architecture and task beside :data:`PIXEL_POLICY_WEIGHTS`."""
+PIXEL_POLICY_FORMAT = "robolearn-pixel-policy"
 
 
 class _Graph(nn.Module):
@@ -49,6 +59,58 @@ class _Graph(nn.Module):
         return self.policy(list(inputs))
 
 
+def _hidden(actor: Actor) -> tuple[int, ...]:
+    return tuple(m.out_features for m in actor.trunk if isinstance(m, nn.Linear))
+
+
+def save_pixel_policy(policy: PixelPolicy, task_cfg: TaskCfg, folder: Path) -> None:
+    """Write a pixel policy's weights (safetensors) and architecture (JSON) to a run folder, so that
+    ``robolearn export RUN`` (ONNX included) can rebuild and export it later."""
+    from safetensors.torch import save_file
+
+    enc = policy.encoder
+    config = {
+        "format": PIXEL_POLICY_FORMAT,
+        "task": task_cfg.name,
+        "image_shapes": {k: list(c.shape) for k, c in zip(enc.image_keys, enc.cameras, strict=True)},
+        "state_sizes": dict(zip(enc.state_keys, enc.state_sizes, strict=True)),
+        "features": enc.cameras[0].features if len(enc.cameras) else 0,
+        "channels": enc.channels,
+        "hidden": list(_hidden(policy.actor)),
+        "action_dim": int(policy.action_low.numel()),
+    }
+    weights = {k: v.detach().cpu().contiguous() for k, v in policy.state_dict().items()}
+    save_file(weights, str(Path(folder) / PIXEL_POLICY_WEIGHTS))
+    (Path(folder) / PIXEL_POLICY_CONFIG).write_text(json.dumps(config, indent=1))
+
+
+def load_pixel_policy(folder: Path) -> tuple[PixelPolicy, TaskCfg]:
+    """The pixel policy :func:`save_pixel_policy` wrote to ``folder`` and its task (JSON and
+    safetensors only, never code); a damaged or foreign file raises a one-line :class:`CorruptFileError`."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / PIXEL_POLICY_CONFIG).read_text())
+        if not isinstance(config, dict) or config.get("format") != PIXEL_POLICY_FORMAT:
+            raise ValueError("not a robolearn pixel policy description")
+        task_cfg = make_task_cfg(str(config["task"]))
+        encoder = ObservationEncoder(
+            {k: (int(h), int(w), int(c)) for k, (h, w, c) in config["image_shapes"].items()},
+            {k: int(v) for k, v in config["state_sizes"].items()},
+            features=int(config["features"]),
+            channels=int(config["channels"]),
+        )
+        actor = Actor(encoder.feature_dim, int(config["action_dim"]), tuple(int(h) for h in config["hidden"]))
+        policy = PixelPolicy(encoder, actor, task_cfg.action.low, task_cfg.action.high)
+        policy.load_state_dict(load_file(str(folder / PIXEL_POLICY_WEIGHTS)))
+    except (OSError, SafetensorError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CorruptFileError(f"{folder}: cannot rebuild the pixel policy ({first})") from None
+    return policy.eval(), task_cfg
+
+
 def pixel_meta(policy: PixelPolicy, task_cfg: TaskCfg, source: str) -> PolicyMeta:
     """``policy.json``'s content for a pixel policy of a task (cameras from the task's definition)."""
     enc = policy.encoder
@@ -60,8 +122,7 @@ def pixel_meta(policy: PixelPolicy, task_cfg: TaskCfg, source: str) -> PolicyMet
             f"(it defines {', '.join(specs) or 'none'})"
         )
     shapes = {k: (size,) for k, size in zip(enc.state_keys, enc.state_sizes, strict=True)}
-    hidden = tuple(m.out_features for m in policy.actor.trunk if isinstance(m, nn.Linear))
-    meta = task_meta(task_cfg, shapes, hidden, source)
+    meta = task_meta(task_cfg, shapes, _hidden(policy.actor), source)
     cameras = tuple(
         CameraSpec(k, specs[k].camera, specs[k].shape[0], specs[k].shape[1], "rgb8") for k in enc.image_keys
     )
@@ -82,6 +143,8 @@ def export_pixel_policy(
     if out.exists() and not force:
         raise ExportError(f"{out} exists; choose another --out or pass --force to replace it")
     meta = pixel_meta(policy, task_cfg, source or f"pixels:{task_cfg.name}")
+    if onnx:
+        _require("onnx", "--onnx")
     return write_policy_folder(out, lambda folder: _write(policy, meta, folder, onnx))
 
 

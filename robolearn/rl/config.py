@@ -248,6 +248,12 @@ class TrainCfg:
     """Transitions to collect before the first update."""
     replay_capacity: int = 200_000
     """Transitions the online buffer holds."""
+    replay_budget_mb: float = 1_024.0
+    """A task with cameras: memory (MiB) its frame replay may take; the capacity in steps follows from
+    the frame sizes (summary.json reports both and the bytes per transition)."""
+    pretrained_encoder: Path | None = None
+    """A task with cameras: a local safetensors file of camera encoder weights (a pixel run's
+    ``encoder.safetensors``, or ``robolearn reward train --encoder drq``'s), loaded and frozen."""
     randomize: bool = False
     """Train under the task's domain randomization."""
     sim_params: Path | None = None
@@ -395,6 +401,7 @@ class TrainCfg:
         check_range("--random-steps", self.random_steps, 0)
         check_range("--learning-starts", self.learning_starts, 0)
         check_range("--replay-capacity", self.replay_capacity, 1)
+        check_range("--replay-budget-mb", self.replay_budget_mb, 0, low_open=True)
         check_range("--eval-every", self.eval_every, 1)
         check_range("--eval-episodes", self.eval_episodes, 1)
         check_range("--final-eval-episodes", self.final_eval_episodes, 1)

@@ -22,8 +22,10 @@ seconds per core); the learning figures of issue 13 are GPU runs.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,9 +37,14 @@ import torch
 from robolearn.envs.autoreset import EpisodeStatistics, transition_next_obs
 from robolearn.envs.task_env import TaskEnv
 from robolearn.errors import ConfigError
-from robolearn.policy.encoders import ObservationEncoder, load_encoder_weights, save_encoder_weights
+from robolearn.policy.encoders import (
+    ENCODER_FILE,
+    ObservationEncoder,
+    load_encoder_weights,
+    save_encoder_weights,
+)
 from robolearn.policy.normalization import ActionScaler
-from robolearn.policy.pixel_export import export_pixel_policy
+from robolearn.policy.pixel_export import export_pixel_policy, save_pixel_policy
 from robolearn.policy.pixel_network import PixelPolicy
 from robolearn.rl.config import SACConfig
 from robolearn.rl.pixel_replay import FrameReplay, capacity_for_budget, load_image_demos
@@ -48,8 +55,12 @@ from robolearn.tasks.teacher import privileged_observations, teacher_task
 
 log = logging.getLogger(__name__)
 
-ENCODER_FILE = "encoder.safetensors"
-"""The camera encoders' weights a run writes (:attr:`PixelTrainCfg.out`)."""
+__all__ = ["ENCODER_FILE", "DrQLearner", "PixelRun", "PixelTrainCfg", "train_pixels"]
+
+SUMMARY_FILE = "summary.json"
+"""What a run measured (:meth:`PixelRun.summary`), written to :attr:`PixelTrainCfg.out`."""
+RewardFn = Callable[[dict[str, npt.NDArray[Any]]], npt.NDArray[np.float64]]
+"""A learned reward: (n,) rewards in {0, 1} for a batch of observations reached."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,21 @@ class PixelTrainCfg:
     encoder is then frozen. None: train the encoder from scratch with the critic."""
     encoder_lr: float = 3e-4
     """Learning rate of the camera encoders (trained through the critic)."""
+    reward_classifier: Path | None = None
+    """A reward classifier folder (``robolearn reward train``, HIL-SERL's learned reward) that judges
+    each observation reached, cameras included: its verdict is the reward (1 or 0) and a success ends
+    the episode; demonstrations are relabelled by it too. None: the task's reward terms."""
+    reward_threshold: float | None = None
+    """Success probability above which the classifier gives reward 1 (None: the one it was saved with)."""
+    onnx: bool = False
+    """Also write ``policy/policy.onnx`` (needs the onnx package)."""
+    eval_every: int = 0
+    """Environment steps between evaluations of the deterministic policy on the nominal task, in
+    worlds of their own (0: none)."""
+    eval_episodes: int = 20
+    """Episodes per evaluation."""
+    stop_at_success: float | None = None
+    """Stop at the first evaluation whose success rate reaches this (None: train for all steps)."""
     demo_episodes: int = 0
     """Successful scripted episodes collected before training, for a demonstration buffer that
     fills half of every batch (RLPD's symmetric sampling, as in :mod:`robolearn.rl.replay`)."""
@@ -109,6 +135,20 @@ class PixelTrainCfg:
             raise ConfigError(f"pretrained encoder {self.pretrained_encoder}: no such file")
         if self.demo_episodes < 0:
             raise ConfigError(f"demo_episodes {self.demo_episodes} must not be negative")
+        if self.reward_classifier is not None and not Path(self.reward_classifier).is_dir():
+            raise ConfigError(
+                f"reward classifier {self.reward_classifier}: no such folder "
+                "(robolearn reward train writes one)"
+            )
+        if self.reward_threshold is not None and not 0.0 <= self.reward_threshold <= 1.0:
+            raise ConfigError(f"reward_threshold {self.reward_threshold} must be in [0, 1]")
+        if self.eval_every < 0 or self.eval_episodes < 1:
+            raise ConfigError(
+                f"eval_every ({self.eval_every}) must not be negative, eval_episodes "
+                f"({self.eval_episodes}) must be at least 1"
+            )
+        if self.stop_at_success is not None and (self.eval_every == 0 or not 0 < self.stop_at_success <= 1):
+            raise ConfigError("stop_at_success needs eval_every above 0 and a success rate in (0, 1]")
 
 
 class DrQLearner:
@@ -172,6 +212,34 @@ class PixelRun:
     episode_successes: list[bool]
     """Each finished episode's success, in order."""
     seconds: float
+    env_steps: int = 0
+    """Environment steps taken (all worlds)."""
+    evals: list[dict[str, float]] = field(default_factory=list)
+    """Each evaluation: ``env_steps``, ``success_rate``, ``return_mean`` and ``minutes`` (of training,
+    evaluations excluded: rendering their episodes on a CPU would otherwise dominate)."""
+
+    def summary(self, cfg: PixelTrainCfg) -> dict[str, Any]:
+        """What the run measured and how its memory went (the run's ``summary.json``)."""
+        successes = self.episode_successes
+        return {
+            "task": cfg.task,
+            "algorithm": "drq",
+            "backend": cfg.backend,
+            "env_steps": self.env_steps,
+            "updates": len(self.metrics),
+            "episodes": len(successes),
+            "training_success_rate": sum(successes) / len(successes) if successes else None,
+            "reward": "task" if cfg.reward_classifier is None else f"classifier:{cfg.reward_classifier}",
+            "encoder": "trained" if cfg.pretrained_encoder is None else f"frozen:{cfg.pretrained_encoder}",
+            "replay_budget_mb": cfg.replay_budget_mb,
+            "replay_capacity": self.replay.capacity,
+            "bytes_per_transition": self.replay.bytes_per_slot,
+            "replay_mb": self.replay.nbytes / 2**20,
+            "critic_loss_first": self.metrics[0]["critic_loss"] if self.metrics else None,
+            "critic_loss_last": self.metrics[-1]["critic_loss"] if self.metrics else None,
+            "evals": self.evals,
+            "wall_minutes": self.seconds / 60.0,
+        }
 
 
 def make_pixel_env(cfg: PixelTrainCfg) -> TaskEnv:
@@ -200,9 +268,20 @@ def train_pixels(cfg: PixelTrainCfg) -> PixelRun:
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         save_encoder_weights(run.policy.encoder, out / ENCODER_FILE)
-        export_pixel_policy(run.policy, env.cfg, out / "policy", source=str(out), force=True)
-        log.info("wrote %s and %s", out / "policy", out / ENCODER_FILE)
+        save_pixel_policy(run.policy, env.cfg, out)  # what ``robolearn export RUN`` exports again
+        export_pixel_policy(run.policy, env.cfg, out / "policy", onnx=cfg.onnx, source=str(out), force=True)
+        (out / SUMMARY_FILE).write_text(json.dumps(run.summary(cfg), indent=1))
+        log.info("wrote %s, %s and %s", out / "policy", out / ENCODER_FILE, out / SUMMARY_FILE)
     return run
+
+
+def classifier_reward(cfg: PixelTrainCfg) -> RewardFn | None:
+    """The reward classifier's verdict as the reward (None: the task's reward terms)."""
+    if cfg.reward_classifier is None:
+        return None
+    from robolearn.hil.reward_classifier import load_reward_classifier
+
+    return load_reward_classifier(Path(cfg.reward_classifier), threshold=cfg.reward_threshold).reward
 
 
 def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: torch.device) -> PixelRun:
@@ -229,25 +308,41 @@ def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: t
         load_encoder_weights(encoder, Path(cfg.pretrained_encoder))
     learner = DrQLearner(encoder, action_dim, cfg.sac, device, cfg.encoder_lr)
     scaler = ActionScaler(env.cfg.action.low, env.cfg.action.high)
+    reward_fn = classifier_reward(cfg)
     demos = _demonstrations(cfg, env, scaler, shapes)
+    if demos is not None and reward_fn is not None:  # one reward for all data, as SERL relabels
+        demos.relabel(reward_fn)
     policy = learner.policy(scaler.low, scaler.high)
     stats = EpisodeStatistics(env.num_envs)
     metrics: list[dict[str, float]] = []
     successes: list[bool] = []
+    evaluator = _Evaluator(cfg, policy)
     obs, _ = env.reset(seed=cfg.seed)
     warm: list[npt.NDArray[np.float32]] = []
     steps = 0
-    while steps < cfg.steps:
+    while steps < cfg.steps and not evaluator.reached:
         if steps < cfg.learning_starts:
             unit = rng.uniform(-1.0, 1.0, (env.num_envs, action_dim)).astype(np.float32)
             warm.append(np.concatenate([obs[k].reshape(env.num_envs, -1) for k in states], axis=1))
         else:
             unit = scaler.to_unit(policy.act(obs, explore=True))
         next_obs, reward, terminated, truncated, info = env.step(scaler.to_physical(unit))
-        replay.add(obs, unit, reward, transition_next_obs(next_obs, info), terminated, terminated | truncated)
+        final_next = transition_next_obs(next_obs, info)
         ended = stats.step(reward, terminated, truncated, info)
         if ended.successes is not None:
             successes += ended.successes.tolist()
+        if reward_fn is not None:
+            # The classifier's success is the reward and ends an episode the task has not ended
+            # (as robolearn.rl.actor_learner does for the state learner).
+            reward = reward_fn(final_next)
+            judged = reward > 0.5
+            forced = judged & ~(np.asarray(terminated, bool) | np.asarray(truncated, bool))
+            terminated = np.asarray(terminated, bool) | judged
+            if forced.any():
+                verdicts = stats.end(forced, judged).successes
+                successes += [] if verdicts is None else verdicts.tolist()
+                next_obs, _ = env.reset(options={"reset_mask": forced})
+        replay.add(obs, unit, reward, final_next, terminated, terminated | truncated)
         obs = next_obs
         steps += env.num_envs
         if steps >= cfg.learning_starts:
@@ -257,7 +352,49 @@ def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: t
                 warm = []
             batch = _sample(replay, demos, cfg.sac.batch_size * cfg.sac.utd_ratio, cfg.sac.demo_fraction, rng)
             metrics.append(learner.update(batch))
-    return PixelRun(policy, replay, metrics, successes, time.perf_counter() - started)
+        evaluator.maybe(steps, time.perf_counter() - started)
+    evaluator.close()
+    seconds = time.perf_counter() - started - evaluator.seconds
+    return PixelRun(policy, replay, metrics, successes, seconds, steps, evaluator.evals)
+
+
+class _Evaluator:
+    """Evaluations every ``eval_every`` steps in worlds of their own; their time is kept apart."""
+
+    def __init__(self, cfg: PixelTrainCfg, policy: PixelPolicy) -> None:
+        self.cfg, self.policy = cfg, policy
+        self.env: TaskEnv | None = None
+        self.next_at = cfg.eval_every
+        self.evals: list[dict[str, float]] = []
+        self.seconds = 0.0
+        self.reached = False
+
+    def maybe(self, steps: int, elapsed: float) -> None:
+        """Evaluate if ``steps`` passed the next evaluation point (``elapsed``: seconds since the start)."""
+        if self.cfg.eval_every == 0 or steps < self.next_at:
+            return
+        from robolearn.eval.evaluation import evaluate
+
+        self.next_at += self.cfg.eval_every
+        t0 = time.perf_counter()
+        if self.env is None:
+            self.env = TaskEnv(
+                self.cfg.task, self.cfg.backend, min(self.cfg.eval_episodes, 8), seed=self.cfg.seed + 1
+            )
+        result = evaluate(self.env, self.policy.act, self.cfg.eval_episodes, seed=self.cfg.seed + 1).summary()
+        minutes = (elapsed - self.seconds) / 60.0
+        self.seconds += time.perf_counter() - t0
+        rate = float(result["success_rate"])  # NaN where the task defines no success
+        returns = float(result["return_mean"])
+        self.evals.append(
+            {"env_steps": steps, "success_rate": rate, "return_mean": returns, "minutes": minutes}
+        )
+        log.info("%d steps: success %.2f after %.1f min", steps, rate, minutes)
+        self.reached = self.cfg.stop_at_success is not None and rate >= self.cfg.stop_at_success
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
 
 
 def _sample(

@@ -16,7 +16,7 @@ image observations with :func:`load_image_demos`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,19 @@ class FrameReplay:
             self.next_slot[slots[-1]] = slots[-1]
             self.valid[slots[-1]] = True
         self.total_added += length
+
+    def relabel(
+        self, reward_fn: Callable[[dict[str, npt.NDArray[Any]]], npt.NDArray[np.floating]], chunk: int = 512
+    ) -> None:
+        """Give every stored transition the reward ``reward_fn`` gives its next observation (a
+        learned reward, as SERL relabels demonstrations); a reward above 0.5 makes it terminal."""
+        starts = np.flatnonzero(self.valid[: self.filled])
+        for i in range(0, len(starts), chunk):
+            idx = starts[i : i + chunk]
+            nxt = self.next_slot[idx]
+            reward = np.asarray(reward_fn({k: v[nxt] for k, v in self.obs.items()}), np.float32)
+            self.reward[idx] = reward
+            self.terminated[idx] = np.maximum(self.terminated[idx], reward > 0.5)
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
         """Transitions drawn uniformly with replacement; frames gathered from their slots."""
