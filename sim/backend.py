@@ -87,7 +87,11 @@ class PhysicsParams:
 
 
 class Backend(Protocol):
-    """A batch of simulated worlds of one scene."""
+    """A batch of simulated worlds of one scene.
+
+    The state queries (``frame_*``, ``joint_*``) may return live views of the engine's state,
+    resolved once and kept (issue 18): they change with the next step or reset, so copy what you
+    keep, and write state only through the ``set_*`` methods."""
 
     name: str
     num_worlds: int
@@ -133,7 +137,10 @@ class Backend(Protocol):
         ...
 
     def unstable_worlds(self) -> BoolArray:
-        """(num_worlds,) worlds whose state became non-finite or that the engine reset in the last step."""
+        """(num_worlds,) worlds whose state became non-finite or that the engine reset in the last step.
+
+        An array the backend never writes again (a new one each step, or a read-only one): callers
+        keep it without copying (issue 18)."""
         ...
 
     def frame_pos(self, name: str) -> FloatArray:

@@ -10,6 +10,7 @@ action acts on (and the acceleration stage too, for models whose sensors need it
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -45,8 +46,6 @@ _RANDOMIZED = {
     "actuator_biasprm": "gain",
 }
 
-
-_QPOS_QVEL = mujoco.mjtState.mjSTATE_QPOS | mujoco.mjtState.mjSTATE_QVEL
 
 _FRAME_WIDTH = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
 """Values of each frame quantity in ``sensordata``, by field of
@@ -124,6 +123,7 @@ class _MujocoBase:
         self._views: dict[str, npt.NDArray[Any]] = {}
         self._frame_views: dict[str, dict[str, FloatArray]] = {k: {} for k in _FRAME_WIDTH}
         self._joint_cols: dict[tuple[bool, tuple[str, ...]], IntArray] = {}
+        self._joint_views: dict[tuple[bool, tuple[str, ...]], FloatArray] = {}
 
     # Arrays (num_worlds, ...) over MjData and per-world MjModel fields.
     def _data(self, field: str) -> npt.NDArray[Any]:
@@ -187,11 +187,25 @@ class _MujocoBase:
         view = self._frame_views["angvel"].get(name)
         return self._frame_view("angvel", name) if view is None else view
 
+    def _joints(self, joints: Sequence[str], dofs: bool) -> FloatArray:
+        """qpos (or qvel) columns of joints: joints whose addresses follow each other (a gripper's
+        fingers, an arm's chain) as a live view resolved once, others gathered (a copy)."""
+        key = (dofs, tuple(joints))
+        view = self._joint_views.get(key)
+        if view is not None:
+            return view
+        field = "qvel" if dofs else "qpos"
+        cols = self._joint_addr(joints, dofs)
+        if len(cols) and (np.diff(cols) == 1).all():
+            view = self._joint_views[key] = self._data(field)[:, int(cols[0]) : int(cols[-1]) + 1]
+            return view
+        return self._data(field)[:, cols]
+
     def joint_pos(self, joints: Sequence[str]) -> FloatArray:
-        return self._data("qpos")[:, self._joint_addr(joints, dofs=False)]
+        return self._joints(joints, dofs=False)
 
     def joint_vel(self, joints: Sequence[str]) -> FloatArray:
-        return self._data("qvel")[:, self._joint_addr(joints, dofs=True)]
+        return self._joints(joints, dofs=True)
 
     def set_joint_state(
         self, ids: IntArray, joints: Sequence[str], pos: FloatArray, vel: FloatArray | None = None
@@ -320,8 +334,11 @@ class MujocoBackend(_MujocoBase):
         if num_worlds != 1:
             raise SimError(f"backend 'mujoco' simulates one world; use 'mujoco_batch' for {num_worlds}")
         self.data = mujoco.MjData(self.model)
-        self._qpos_qvel = np.empty(mujoco.mj_stateSize(self.model, _QPOS_QVEL))
-        self._finite_flags = np.empty(len(self._qpos_qvel), dtype=bool)
+        self._qpos, self._qvel = self.data.qpos, self.data.qvel
+        # A step's outcome as one of two read-only arrays: nothing to allocate, nothing to copy.
+        self._stable_flags, self._unstable_flags = np.array([False]), np.array([True])
+        for flags in (self._stable_flags, self._unstable_flags):
+            flags.flags.writeable = False
 
     def _bind(self, field: str) -> npt.NDArray[Any]:
         value = getattr(self.data, field)
@@ -347,11 +364,12 @@ class MujocoBackend(_MujocoBase):
         mujoco.mj_forward(self.model, self.data)
 
     def _state_finite(self) -> bool:
-        # qpos and qvel copied side by side (mj_getState), so that one check covers both, as the
-        # batched backend's state rows do: two numpy calls instead of four, twice a step.
-        mujoco.mj_getState(self.model, self.data, self._qpos_qvel, _QPOS_QVEL)
-        # The ufunc reductions themselves: ndarray.all() is a Python wrapper around them (issue 18).
-        return bool(_all(_isfinite(self._qpos_qvel, out=self._finite_flags)))
+        # A finite sum proves every term finite (inf and NaN never sum to a finite value): MuJoCo's
+        # own sums over qpos and qvel are two C calls instead of numpy's copy, test and reduction,
+        # twice a step (issue 18). A sum that is not finite (or overflowed) is checked exactly.
+        if math.isfinite(mujoco.mju_sum(self._qpos) + mujoco.mju_sum(self._qvel)):
+            return True
+        return bool(_all(_isfinite(self._qpos)) and _all(_isfinite(self._qvel)))
 
     def step(self, ctrl: FloatArray, substeps: int) -> None:
         model, data = self.model, self.data
@@ -373,7 +391,7 @@ class MujocoBackend(_MujocoBase):
             mujoco.mj_step1(model, data)
         expected = time_before + (substeps - 0.5) * self._timestep
         unstable = data.time < expected or not (finite_before and self._state_finite())
-        self._unstable = np.array([unstable])
+        self._unstable = self._unstable_flags if unstable else self._stable_flags
 
     def _rk4_step_from_velocity_stage(self, time_before: float) -> None:
         """One ``mj_step`` under RK4 from current position and velocity stages: its checks, the

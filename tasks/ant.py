@@ -16,7 +16,8 @@ equals this one; the clipped contact forces of its own ``step`` differ in a few 
 entries on steps with contact.
 
 MuJoCo only (the CPU backends and MuJoCo Warp): there is no URDF of this model, and PyBullet has
-no ``cfrc_ext``. The terms compute with ``env.xp`` (numpy, or torch on MuJoCo Warp's device).
+no ``cfrc_ext``. The terms compute with ``env.xp`` (numpy, or torch on MuJoCo Warp's device), their
+numbers as ``env.constant``'s cached arrays (numpy converts a Python number at every use).
 
 On ``mujoco_warp`` the ant is the same model under a differently turned friction pyramid: MuJoCo
 Warp gives a capsule-plane contact the same normal as MuJoCo but a fixed tangent basis (MuJoCo turns
@@ -83,7 +84,8 @@ def generalized_velocities(env: TaskEnvView) -> FloatArray:
 def clipped_contact_forces(env: TaskEnvView, first_body: int = 1) -> FloatArray:
     """Each body's external wrench ``cfrc_ext`` (N m, N), clipped, bodies ``first_body`` on, flattened."""
     wrench = mj_field(env, "cfrc_ext")[:, first_body:]
-    return env.xp.reshape(env.xp.clip(wrench, *CONTACT_FORCE_RANGE), (env.num_envs, -1))
+    low, high = (env.constant(bound) for bound in CONTACT_FORCE_RANGE)
+    return env.xp.reshape(env.xp.clip(wrench, low, high), (env.num_envs, -1))
 
 
 # -- rewards -----------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ def healthy(env: TaskEnvView) -> BoolArray:
     xp, qpos = env.xp, mj_field(env, "qpos")
     finite = xp.all(xp.isfinite(qpos), axis=1) & xp.all(xp.isfinite(mj_field(env, "qvel")), axis=1)
     z = qpos[:, 2]
-    return finite & (z >= HEALTHY_Z[0]) & (z <= HEALTHY_Z[1])
+    return finite & (z >= env.constant(HEALTHY_Z[0])) & (z <= env.constant(HEALTHY_Z[1]))
 
 
 def unhealthy(env: TaskEnvView) -> BoolArray:
@@ -125,7 +127,7 @@ def motor_commands(env: TaskEnvView, action: FloatArray) -> FloatArray:
 def track_torso_x(env: TaskEnvView) -> None:
     """After a step: the torso's x velocity over it (Ant-v5's forward reward) and its new x position."""
     x = mj_field(env, "qpos")[:, 0]
-    env.state["forward_velocity"][:] = (x - env.state["torso_x"]) / env.cfg.control_dt
+    env.state["forward_velocity"][:] = (x - env.state["torso_x"]) / env.constant(env.cfg.control_dt)
     env.state["torso_x"][:] = x
 
 

@@ -43,27 +43,30 @@ CUBE_LOW = (0.35, -0.2, HALF)
 CUBE_HIGH = (0.6, 0.2, HALF)
 
 
-# Terms compute with env.xp (numpy or torch on a device: tasks/terms.py).
+# Terms compute with env.xp (numpy or torch on a device: tasks/terms.py); their numbers go through
+# env.constant, cached arrays, because numpy converts a Python number anew at every use (issue 18).
 def cube_lift(env: TaskEnvView) -> FloatArray:
     """Fraction of the target lift reached, in [0, 1]."""
-    return env.xp.clip((env.sim.frame_pos("cube")[:, 2] - HALF) / LIFT, 0.0, 1.0)
+    height = env.sim.frame_pos("cube")[:, 2] - env.constant(HALF)
+    return env.xp.clip(height / env.constant(LIFT), env.constant(0.0), env.constant(1.0))
 
 
 def ee_cube_closeness(env: TaskEnvView) -> FloatArray:
     """exp(-20 d) of the tool-to-cube distance d, as SERL's reward."""
     d = env.xp.linalg.vector_norm(env.sim.frame_pos("cube") - env.sim.frame_pos("ee"), axis=1)
-    return env.xp.exp(-20.0 * d)
+    return env.xp.exp(env.constant(-20.0) * d)
 
 
 def cube_lifted(env: TaskEnvView) -> np.ndarray:
     """True where the cube is at least LIFT above the table."""
-    return env.sim.frame_pos("cube")[:, 2] >= HALF + LIFT
+    return env.sim.frame_pos("cube")[:, 2] >= env.constant(HALF + LIFT)
 
 
 def cube_fell_off(env: TaskEnvView) -> np.ndarray:
     """True where the cube left the table (pushed far away or through the floor)."""
     pos = env.sim.frame_pos("cube")
-    return (pos[:, 2] < -0.05) | (env.xp.linalg.vector_norm(pos[:, :2], axis=1) > 1.2)
+    far = env.xp.linalg.vector_norm(pos[:, :2], axis=1) > env.constant(1.2)
+    return (pos[:, 2] < env.constant(-0.05)) | far
 
 
 class PickExpert:

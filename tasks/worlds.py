@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_add_reduce: Any = np.add.reduce  # np.sum without its Python wrapper (typed Any: numpy's overloads)
+
 
 class StepResult(NamedTuple):
     """What the task made of one control step, per world."""
@@ -105,10 +107,18 @@ class TaskWorlds(TermConstants):
             xp.asarray(a, dtype=self.float_dtype, device=self.device)
             for a in (self._act_low, self._act_high, self._neutral)
         )
+        # The rejection flags of a step in which every action was finite: one array, read-only, so
+        # the common step allocates none and no caller can write to the shared one.
+        self._none_rejected = np.zeros(num_envs, dtype=bool)
+        self._none_rejected.flags.writeable = False
 
         n = num_envs
         self.state = {k: self._zeros((n, *shape)) for k, shape in self.cfg.state.items()}
         self.step_count = xp.zeros(n, dtype=xp.int64, device=self.device)
+        # Python numbers in array arithmetic cost numpy a conversion every time (about as much as the
+        # operation on a few values): the step's integer operands as 0-d arrays, made once.
+        self._one = xp.asarray(1, dtype=xp.int64, device=self.device)
+        self._episode_length = xp.asarray(self.cfg.episode_length, dtype=xp.int64, device=self.device)
         self.action = xp.tile(self._neutral_x, (n, 1))
         self.prev_action = xp.asarray(self.action, copy=True)
         self.episode_return = self._zeros(n)
@@ -128,6 +138,11 @@ class TaskWorlds(TermConstants):
             k: xp.zeros(n, dtype=xp.bool, device=self.device) for k in self.cfg.terminations
         }
         """Each termination term's value in the last step; rewards may read them."""
+        # What a task that does not end on success starts its terminations from: never written
+        # (terminations are combined into new arrays), so shared by every step.
+        self._none_terminated = xp.zeros(n, dtype=xp.bool, device=self.device)
+        if self.on_host:
+            self._none_terminated.flags.writeable = False
         self._stateful_terms = [
             t.fn
             for group in (self.cfg.observations, self.cfg.rewards, self.cfg.terminations)
@@ -146,14 +161,15 @@ class TaskWorlds(TermConstants):
             for k, t in self.cfg.observations.items()
         }
         """Observation key to the number of values of one world's entry (state terms)."""
-        # On the host, every step's state terms land in one fresh float32 row block: one allocation
-        # and one converting copy per term instead of reshape, asarray and astype each (issue 18).
+        # On the host, every step's state terms land in one float32 block, each through a view of it
+        # made here (one converting copy per term instead of reshape, asarray and astype each), and
+        # the block is copied once for the caller (issue 18).
         bounds = np.cumsum([0, *self.observation_sizes.values()])
+        self._obs_block = np.empty((n, int(bounds[-1])), dtype=np.float32)
         self._obs_columns = [
-            (key, term, slice(int(a), int(b)))
+            (key, term, self._obs_block[:, int(a) : int(b)], slice(int(a), int(b)))
             for (key, term), a, b in zip(self.cfg.observations.items(), bounds[:-1], bounds[1:], strict=True)
         ]
-        self._obs_width = int(bounds[-1])
         self.image_specs: dict[str, ImageSpec] = {}
         """Image observation key to its camera, shape and type, after the state terms."""
         self._render: Callable[[TaskWorlds], Observation] | None = None
@@ -193,19 +209,22 @@ class TaskWorlds(TermConstants):
             obs.update(self._render(self))
         return obs
 
-    def _observe_host(self, noise: bool) -> Observation:
-        obs: Observation = {}
+    def _observe_host(self, noise: bool, world: int | None = None) -> Observation:
+        """The state terms into the block, then a copy of it (of row ``world`` only, if given)
+        split by key: (num_envs, k) entries, or (k,) ones of that world."""
         n = self.num_envs
-        block = np.empty((n, self._obs_width), dtype=np.float32)
-        for key, term, columns in self._obs_columns:
+        for _, term, out, _ in self._obs_columns:
             value = term.fn(self, **term.params)
             if not isinstance(value, np.ndarray) or value.ndim != 2:
                 value = np.reshape(np.asarray(value), (n, -1))
             if noise and term.noise_std > 0:
                 value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
-            out = obs[key] = block[:, columns]
             out[...] = value  # the float32 rounding of astype, without its temporary
-        return obs
+        if world is None:
+            block = self._obs_block.copy()
+            return {key: block[:, columns] for key, _, _, columns in self._obs_columns}
+        row = self._obs_block[world].copy()
+        return {key: row[columns] for key, _, _, columns in self._obs_columns}
 
     def _observe_device(self, noise: bool) -> Observation:
         obs: Observation = {}
@@ -258,7 +277,11 @@ class TaskWorlds(TermConstants):
         neutral action, and which were replaced; raises :class:`TaskError` for a wrong shape."""
         if not self.on_host:
             return self._sanitize_on_device(action)
-        act = np.asarray(action, dtype=np.float64)
+        act = np.asarray(action)
+        # float32 (a policy's) is clipped as it is: maximum against the float64 bounds gives the
+        # float64 values a converted copy would, without making that copy (issue 18).
+        if act.dtype != np.float64 and act.dtype != np.float32:
+            act = act.astype(np.float64)
         shape = (self.num_envs, len(self._neutral))
         if act.shape != shape:
             if act.size != shape[0] * shape[1]:
@@ -267,14 +290,19 @@ class TaskWorlds(TermConstants):
                     f"({', '.join(self.cfg.action.names)})"
                 )
             act = act.reshape(shape)
-        # A non-finite action never reaches the physics: that world holds the neutral action.
-        if host_xp.all(np.isfinite(act)):  # the common case, in one reduction over every world
-            rejected = np.zeros(self.num_envs, dtype=bool)
+        # A non-finite action never reaches the physics: that world holds the neutral action. A
+        # finite sum of every component proves them all finite in one reduction (inf and NaN never
+        # sum to a finite value); a sum that is not finite is checked per world. Summed in float64,
+        # float32 actions cannot overflow; float64 ones beyond 1e307 can (numpy warns), and are
+        # then found finite by the exact check.
+        if math.isfinite(_add_reduce(act, axis=None, dtype=np.float64)):  # the common case
+            rejected = self._none_rejected
         else:
             rejected = np.logical_not(np.isfinite(act).all(axis=1))
-            act = act.copy()
-            act[rejected] = self._neutral
-            log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
+            if rejected.any():
+                act = act.astype(np.float64)  # a copy: the caller's array is not written
+                act[rejected] = self._neutral
+                log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
         return host_xp.clip(act, self._act_low, self._act_high), rejected
 
     def _sanitize_on_device(self, action: Any) -> tuple[Any, Any]:
@@ -312,41 +340,75 @@ class TaskWorlds(TermConstants):
         cfg = self.cfg
         ctrl = cfg.action.to_controls(self, applied, **cfg.action.params)
         self.sim.step(ctrl, self._substeps)
-        self.step_count += 1
+        self.step_count += self._one
         xp = self.xp
-        unstable = xp.asarray(self.sim.unstable_worlds(), copy=True)
+        # A fresh array each step that the backend never writes again (the Backend protocol): no copy.
+        unstable = self.sim.unstable_worlds()
         for update in cfg.updates.values():
             update.fn(self, **update.params)
 
         # Conditions before rewards (Isaac Lab's order): a reward that is a condition's value, such
         # as an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
+        # A term may return an array it keeps (task state): each value is copied once, and the
+        # conditions are combined into new arrays, never written in place.
         success = xp.asarray(cfg.success.fn(self, **cfg.success.params), dtype=xp.bool, copy=True)
         self.step_success = success
-        terminated = xp.asarray(success, copy=True) if cfg.end_on_success else xp.zeros_like(success)
-        truncated = (self.step_count >= cfg.episode_length) | unstable
+        terminated = success if cfg.end_on_success else self._none_terminated
+        truncated = (self.step_count >= self._episode_length) | unstable
         for key, done_term in cfg.terminations.items():
             hit = xp.asarray(done_term.fn(self, **done_term.params), dtype=xp.bool, copy=True)
             self.step_terminations[key] = hit
             if done_term.time_out:
-                truncated |= hit
+                truncated = truncated | hit
             else:
-                terminated |= hit
-        truncated &= ~terminated
-        reward = self._zeros(self.num_envs)
-        for term in cfg.rewards.values():
-            value = xp.asarray(term.fn(self, **term.params))
-            reward += value if term.weight == 1.0 else term.weight * value  # x * 1.0 == x: one op less
+                terminated = terminated | hit
+        truncated = truncated & ~terminated
+        # Returned as it is, terminated would be success itself or (on a device, where no tensor is
+        # read-only) the shared zeros: a caller writing to it would change what it must not.
+        if terminated is success or (terminated is self._none_terminated and not self.on_host):
+            terminated = xp.asarray(terminated, copy=True)
+        reward = self._reward_sum()
         if self.on_host and xp.any(unstable):  # on a device, a branch on values would wait for it
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return += reward
         self.episode_success |= success
         return StepResult(reward, success, terminated, truncated, unstable, rejected)
 
+    def _reward_sum(self) -> Any:
+        """The weighted sum of the reward terms, in their order, as a fresh array of ``float_dtype``."""
+        reward = None
+        for term in self.cfg.rewards.values():
+            value = self.xp.asarray(term.fn(self, **term.params))
+            # x * 1.0 == x: one operation less. The weight as a cached 0-d array (see _one) where the
+            # value has the task's float type: with another (float32 on the host) a Python float keeps
+            # numpy's type promotion as it was.
+            if term.weight == 1.0:
+                weighted = value
+            elif value.dtype == self.float_dtype:
+                weighted = self.constant(term.weight) * value
+            else:
+                weighted = term.weight * value
+            if reward is not None:
+                reward += weighted  # in place in the sum's own array: it keeps float_dtype
+            elif weighted is not value and weighted.dtype == self.float_dtype:
+                reward = weighted  # the first term starts the sum (0 + x == x, but for a zero's sign)
+            else:  # the term's own array (it may keep it) or another type: a converted copy
+                reward = self.xp.asarray(weighted, dtype=self.float_dtype, copy=True)
+        return self._zeros(self.num_envs) if reward is None else reward
+
     # -- the host side, for numpy callers -----------------------------------------------------
     def observe_numpy(self) -> Observation:
         """:meth:`observe` as numpy arrays (a copy from the device on a device backend)."""
         obs = self.observe()
         return obs if self.on_host else {k: _numpy(v) for k, v in obs.items()}
+
+    def observe_world(self, world: int) -> Observation:
+        """:meth:`observe_numpy`'s entries of one world, (k,) per state term (images without the
+        world axis): what a one-world environment returns, without the (1, k) arrays in between."""
+        noise = self.randomize and self.cfg.randomization.sensor_noise
+        if not self.on_host or self._render is not None:
+            return {k: v[world] for k, v in self.observe_numpy().items()}
+        return self._observe_host(noise, world)
 
     def advance_numpy(self, actions: Any) -> StepResult:
         """:meth:`advance` with the result as numpy arrays (a copy from the device on a device backend)."""

@@ -210,6 +210,55 @@ def test_one_world_rk4_step_is_mj_step(diverge_at: int | None) -> None:
     worlds.close()
 
 
+def test_one_reduction_finiteness_checks_are_exact() -> None:
+    """The per-step checks prove finiteness with one sum (issue 18); a sum that overflows must fall
+    back to the exact check, not reject a finite action or call a finite state unstable."""
+    worlds = TaskWorlds("panda_reach", "mujoco", 1, seed=0)
+    try:
+        worlds.reset_worlds(np.arange(1))
+        width = len(worlds.cfg.action.names)
+        big = np.full((1, width), np.finfo(np.float64).max)  # its sum overflows to inf
+        neutral = np.asarray(worlds.cfg.action.neutral)[None]
+        with np.errstate(over="ignore"):
+            act, rejected = worlds.sanitize(big)
+        assert not rejected[0] and np.isfinite(act).all()
+        for bad in (np.inf, -np.inf, np.nan):
+            action = big.copy()
+            action[0, 1] = bad
+            with np.errstate(over="ignore", invalid="ignore"):
+                act, rejected = worlds.sanitize(action)
+            assert rejected[0] and np.array_equal(act, neutral)
+            assert action[0, 1] != action[0, 1] or np.isinf(action[0, 1])  # the caller's array is kept
+        sim = worlds.sim
+        assert sim._state_finite()  # type: ignore[attr-defined]
+        sim.data.qvel[:2] = np.finfo(np.float64).max  # type: ignore[attr-defined]
+        assert sim._state_finite()  # type: ignore[attr-defined]
+        sim.data.qvel[1] = np.nan  # type: ignore[attr-defined]
+        assert not sim._state_finite()  # type: ignore[attr-defined]
+    finally:
+        worlds.close()
+
+
+@pytest.mark.parametrize("task", ["panda_pick_cube", "ant"])
+def test_one_world_observation_is_the_vector_one(task: str) -> None:
+    """TaskGymEnv's observation (one world's entries, without the (1, k) arrays in between) equals
+    the batched observation's row, and later steps do not overwrite one already returned."""
+    worlds = TaskWorlds(task, "mujoco", 1, seed=0)
+    try:
+        worlds.reset_worlds(np.arange(1))
+        first = worlds.observe_world(0)
+        kept = {k: v.copy() for k, v in first.items()}
+        worlds.advance(np.asarray(worlds.cfg.action.high)[None])
+        one, batched = worlds.observe_world(0), worlds.observe()
+        assert list(one) == list(batched)
+        for key, value in one.items():
+            assert value.dtype == np.float32 and value.shape == batched[key].shape[1:]
+            np.testing.assert_array_equal(value, batched[key][0])
+            np.testing.assert_array_equal(first[key], kept[key])
+    finally:
+        worlds.close()
+
+
 if __name__ == "__main__":
     record(overwrite="--all" in sys.argv[1:])
     sys.exit(0)

@@ -204,18 +204,13 @@ class TaskGymEnv(gym.Env):
         vec = self.vec
         result = vec.advance_numpy(np.asarray(action)[None])
         reward, success, terminated, truncated, unstable, rejected = result
+        # item(): a one-element array's Python scalar directly, without a numpy scalar in between.
         info = {
-            "success": bool(success[0]),
-            "action_rejected": bool(rejected[0]),
-            "sim_unstable": bool(unstable[0]),
+            "success": success.item(),
+            "action_rejected": rejected.item(),
+            "sim_unstable": unstable.item(),
         }
-        return (
-            {k: v[0] for k, v in vec.observe_numpy().items()},
-            float(reward[0]),
-            bool(terminated[0]),
-            bool(truncated[0]),
-            info,
-        )
+        return vec.observe_world(0), reward.item(), terminated.item(), truncated.item(), info
 
     def render(self) -> npt.NDArray[np.uint8]:
         return self.vec.render()

@@ -121,8 +121,9 @@ def ee_delta_to_controls(
     """
     xp, ee = env.xp, env.sim.frame_pos("ee")
     target = xp.where((env.step_count == 0)[:, None], ee, env.state["ee_target"]) + action[:, :3]
-    low, high = env.constant(workspace_low), env.constant(workspace_high)
-    target = xp.clip(xp.clip(target, ee - max_lead, ee + max_lead), low, high)
+    # Parameters as env.constant's cached arrays: a Python number costs numpy a conversion per use.
+    low, high, lead = env.constant(workspace_low), env.constant(workspace_high), env.constant(max_lead)
+    target = xp.clip(xp.clip(target, ee - lead, ee + lead), low, high)
     env.state["ee_target"] = target
     # Controls: impedance target position (3), rotation vector from the nominal orientation (3, held
     # at zero), then each finger's opening.
@@ -130,7 +131,7 @@ def ee_delta_to_controls(
     controls = xp.zeros((env.num_envs, 6 + fingers), dtype=target.dtype, device=env.device)
     controls[:, :3] = target
     if fingers:
-        controls[:, 6:] = action[:, 3:4] / fingers
+        controls[:, 6:] = action[:, 3:4] / env.constant(fingers)
     return controls
 
 
@@ -175,7 +176,7 @@ def ee_target_offset(env: TaskEnvView) -> FloatArray:
     Without it the spring's stretch, and so the coming motion, would be hidden from a policy.
     """
     offset = env.state["ee_target"] - env.sim.frame_pos("ee")
-    return env.xp.where((env.step_count == 0)[:, None], 0.0, offset)
+    return env.xp.where((env.step_count == 0)[:, None], env.constant(0.0), offset)
 
 
 def servo_step(
