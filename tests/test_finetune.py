@@ -73,3 +73,25 @@ def test_init_from_refuses_another_task_and_contradicting_options(
         train(_cfg(tmp_path, task="panda_reach", init_from=Path(str(pretrained["run_dir"]))))
     with pytest.raises(ConfigError, match="needs --init-from"):
         _cfg(tmp_path, init_sim_share=0.5).check()
+
+
+def test_on_a_robot_success_is_judged_on_episodes_nobody_drove() -> None:
+    from types import SimpleNamespace
+
+    from robolearn.rl.actor_learner import EpisodeStats
+    from robolearn.rl.train import RunState, _robot_episodes, _succeeded
+
+    episodes = EpisodeStats(
+        returns=[1.0] * 6, lengths=[10] * 6, successes=[True, False, True, True, False, True]
+    )
+    # The person drove episodes 1 and 4 (half their steps): their outcomes are the person's.
+    episodes.interventions.rates = [0.0, 0.5, 0.0, 0.0, 0.5, 0.0]
+    learner = SimpleNamespace(episodes=episodes)
+    judged = _robot_episodes(learner, 3)  # type: ignore[arg-type]
+    assert judged["episodes"] == 3 and judged["success_rate"] == 1.0
+    assert _robot_episodes(learner, 10)["episodes"] == 4  # every episode nobody drove
+    robot = TrainCfg(task="panda_reach", robot="ros", num_envs=1, eval_episodes=4, stop_at_success=0.95)
+    # The early stop waits for a full evaluation's worth of such episodes.
+    assert _succeeded(robot, RunState(evals=[_robot_episodes(learner, 4)]))
+    assert not _succeeded(robot, RunState(evals=[_robot_episodes(learner, 3)]))
+    assert not _succeeded(replace(robot, eval_episodes=5), RunState(evals=[_robot_episodes(learner, 5)]))
