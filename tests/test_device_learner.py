@@ -9,6 +9,7 @@ mechanics on short runs; the learning study is ``slow``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +33,7 @@ from robolearn.rl.checkpoint import load_checkpoint
 from robolearn.rl.config import PARALLEL_PRESETS, SACConfig, TrainCfg
 from robolearn.rl.device_loop import DeviceLoop, DeviceNorm, learner_device
 from robolearn.rl.replay import DeviceBatch, DeviceReplayBuffer, ReplayBuffer
-from robolearn.rl.sac import SAC
+from robolearn.rl.sac import SAC, read_metrics
 from robolearn.rl.train import train
 from robolearn.sim.mujoco_warp_backend import DEVICE_ENV
 from robolearn.tasks import make_task_cfg
@@ -84,17 +85,31 @@ def _refuse(what: str) -> Any:
     return refuse
 
 
+HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "__index__", "cpu")
+"""Tensor methods that copy a value to the host (a synchronization on a GPU)."""
+
+
 def test_transitions_never_leave_the_device(loop: DeviceLoop, monkeypatch: pytest.MonkeyPatch) -> None:
     """Collecting (warm-up and policy, episodes ending and worlds resetting) and learning make no host
-    copy of observations, actions or transitions: every path to numpy is refused while they run."""
-    for name in ("numpy", "__array__"):
+    copy of observations, actions or transitions: every path to numpy is refused while they run, and
+    every Python-level read of a tensor's value (``.item()``, ``.tolist()``, ``float()``, ``bool()``,
+    ...) is refused too: learning reads nothing (its losses stay on the device), collecting reads which
+    worlds ended, one ``torch.nonzero`` per step. What this cannot see on the CPU: synchronizations
+    inside torch's own operators (boolean-mask indexing, for one); on CUDA,
+    ``test_no_hidden_synchronization_on_cuda`` catches those with torch's sync debug mode."""
+    for name in ("numpy", "__array__", *HOST_READS):
         monkeypatch.setattr(torch.Tensor, name, _refuse(f"Tensor.{name}"))
     for name in ("observe_numpy", "advance_numpy"):
         monkeypatch.setattr(TaskWorlds, name, _refuse(f"TaskWorlds.{name}"))
+    nonzero, reads = torch.nonzero, []
+    monkeypatch.setattr(torch, "nonzero", lambda *a, **k: reads.append(1) or nonzero(*a, **k))
     for _ in range(14):  # two warm-up steps, then the policy; every world's episode ends once
         loop.collect()
     metrics = loop.learn(5)
     monkeypatch.undo()
+    assert len(reads) == 14  # one read of the ended worlds per step of all worlds, nothing else
+    assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in metrics.values())
+    losses = read_metrics(metrics)
     assert loop.recent.count == 4
     assert len(loop.online) == 56 and loop.env_steps == 56
     device = torch.device(loop.env.device)
@@ -110,7 +125,7 @@ def test_transitions_never_leave_the_device(loop: DeviceLoop, monkeypatch: pytes
         assert isinstance(tensor, torch.Tensor) and tensor.device == device
     assert loop.agent.device == device
     assert torch.isfinite(buffer.obs[:56]).all() and buffer.action[:56].abs().max() <= 1.0
-    assert set(metrics) >= {"critic_loss", "actor_loss"} and np.isfinite(metrics["critic_loss"])
+    assert set(losses) >= {"critic_loss", "actor_loss"} and np.isfinite(losses["critic_loss"])
     # The statistics saw every observation collected, as the host loop's do.
     assert loop.norm.count == 56
     assert loop.episodes.lengths == [10, 10, 10, 10]
@@ -120,7 +135,7 @@ def test_the_critic_loss_falls(loop: DeviceLoop) -> None:
     """Updates on the collected transitions fit the critic: its TD loss falls (fixed seed, CPU)."""
     while len(loop.online) < 56:  # the transitions of the test above, if it ran
         loop.collect()
-    losses = [loop.learn(1)["critic_loss"] for _ in range(150)]
+    losses = [float(loop.learn(1)["critic_loss"]) for _ in range(150)]
     first, last = np.mean(losses[:15]), np.mean(losses[-15:])
     assert last < 0.5 * first, (first, last)
 
@@ -269,6 +284,92 @@ def test_bench_learn_gpu_part_needs_cuda() -> None:
     with pytest.raises(RobolearnError, match="needs a CUDA GPU") as err:
         run_learn_bench(LearnBenchCfg(parts=("throughput", "gpu")))
     assert "\n" not in str(err.value)
+
+
+def test_bench_learn_gpu_part_runs_on_warps_cpu_device(tmp_path: Path) -> None:
+    """``robolearn bench learn --parts gpu --gpu-device cpu`` with tiny budgets: both schedules run
+    pick-cube on Warp's CPU device through the device loop, and the summary carries the issue's keys
+    with positive figures (no run can reach 90% in 16 or 256 steps: minutes to 90% is null)."""
+    from robolearn.bench.config import LearnBenchCfg
+    from robolearn.bench.learn import run_learn_bench
+
+    cfg = LearnBenchCfg(
+        parts=("gpu",),
+        gpu_device="cpu",
+        steps=16,
+        num_envs=2,
+        eval_every=1_000,
+        eval_episodes=2,
+        gpu_parallel="small",
+        gpu_steps=256,
+        out=tmp_path,
+    )
+    rows, summary = run_learn_bench(cfg)
+    summary = json.loads(json.dumps(summary))  # the last line of the command: JSON
+    assert summary["gpu_name"] == "Warp CPU device"
+    assert summary["gpu_pick_cube_minutes_to_90"] is None
+    assert summary["goals"]["gpu_pick_cube_minutes_to_90"] == {"goal": 2.0, "met": False}
+    runs = summary["gpu_pick_cube"]
+    assert list(runs) == ["device loop, 2 worlds", "parallel small"]
+    assert [r["env_steps"] for r in runs.values()] == [16, 256]
+    for run in runs.values():
+        assert run["loop_minutes"] > 0 and run["setup_minutes"] > 0 and run["total_minutes"] > 0
+        assert 0.0 <= run["final_success_rate"] <= 1.0
+    assert [r["contender"] for r in rows] == list(runs)
+
+
+@pytest.mark.gpu
+def test_bench_learn_gpu_part_at_small_settings_on_cuda(tmp_path: Path) -> None:
+    """The gpu part on CUDA at small budgets: it runs end to end and names the GPU."""
+    from robolearn.bench.config import LearnBenchCfg
+    from robolearn.bench.learn import run_learn_bench
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    cfg = LearnBenchCfg(parts=("gpu",), steps=200, num_envs=4, eval_episodes=4, eval_every=100)
+    cfg = dataclasses.replace(cfg, gpu_parallel="small", gpu_steps=128 * 20, out=tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(DEVICE_ENV)  # the part names its device itself
+        _, summary = run_learn_bench(cfg)
+    assert summary["gpu_name"] == torch.cuda.get_device_name(0)
+    assert all(r["env_steps"] > 0 for r in summary["gpu_pick_cube"].values())
+
+
+@pytest.mark.gpu
+def test_no_hidden_synchronization_on_cuda() -> None:
+    """On CUDA, torch's sync debug mode sees every synchronization, inside operators too: learning
+    makes none, collecting one per step of all worlds (which worlds ended)."""
+    import warnings
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DEVICE_ENV, "cuda")
+        env = TaskEnv(SHORT, "mujoco_warp", 64, seed=0)
+    shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
+    layout, device = ObsLayout(shapes), torch.device(env.device)
+    agent = SAC(layout.dim, env.single_action_space.shape[0], SMALL, device)
+    online = DeviceReplayBuffer(10_000, shapes, agent.action_dim, device)
+    cuda_loop = DeviceLoop(
+        env, agent, layout, online, None, DeviceNorm(RunningNorm(layout.dim), device), seed=1, random_steps=0
+    )
+    for _ in range(3):  # warm-up: kernels, graphs, the optimizers' state
+        cuda_loop.collect()
+    cuda_loop.learn(2)
+    torch.cuda.synchronize()
+    try:
+        torch.cuda.set_sync_debug_mode("error")
+        cuda_loop.learn(3)
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(12):
+                cuda_loop.collect()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+        env.close()
+    syncs = [w for w in seen if "synchroniz" in str(w.message)]
+    assert len(syncs) <= 12, [str(w.message) for w in syncs]
 
 
 @pytest.mark.slow

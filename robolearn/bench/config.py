@@ -6,6 +6,7 @@ Every numeric option has a stated valid range, checked in its config's ``check()
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -25,6 +26,16 @@ LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu"
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels")
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
+
+
+GPU_WORLDS: tuple[int, ...] = (1024, 4096, 8192)
+"""World counts of ``bench sim --parts gpu``, as MuJoCo Playground reports its Panda figures (issue 14)."""
+
+
+def check_warp_device(option: str, device: str) -> None:
+    """Refuse a Warp device name other than ``cuda``, ``cuda:N`` or ``cpu`` (Warp's CPU device)."""
+    if device != "cpu" and re.fullmatch(r"cuda(:\d+)?", device) is None:
+        raise ConfigError(f"{option} {device}: not a Warp device; use cuda, cuda:N or cpu")
 
 
 def _check_parts(parts: tuple[str, ...], known: tuple[str, ...]) -> None:
@@ -53,6 +64,12 @@ class SimBenchCfg:
     """Threads of mujoco.batch, robolearn's and the raw one's (0: one per CPU); EnvPool gets as many."""
     seed: int = 0
     """Seed of the actions and of the environments' reset distributions."""
+    gpu_device: str = "cuda"
+    """gpu: the Warp device, cuda or cuda:N (cpu runs the part on Warp's CPU device: tests, smoke runs)."""
+    gpu_worlds: tuple[int, ...] = GPU_WORLDS
+    """gpu: world counts each task is timed at."""
+    gpu_tasks: tuple[str, ...] = ()
+    """gpu: tasks to time (none given: every task that runs on mujoco_warp)."""
 
     def check(self) -> None:
         """Refuse options outside their ranges, naming the option, the value and the range."""
@@ -62,6 +79,11 @@ class SimBenchCfg:
         check_threads("--nthread", self.nthread)
         check_seed("--seed", self.seed)
         _check_parts(self.parts, SIM_PARTS)
+        check_warp_device("--gpu-device", self.gpu_device)
+        if not self.gpu_worlds:
+            raise ConfigError("--gpu-worlds: give at least one world count")
+        for n in self.gpu_worlds:
+            check_range("--gpu-worlds", n, 1, MAX_WORLDS)
 
 
 @dataclass(frozen=True)
@@ -147,6 +169,8 @@ class LearnBenchCfg:
     """gpu: the ``--parallel`` preset of the massively parallel run (beside the sample-efficient one)."""
     gpu_steps: int = 3_000_000
     """gpu: environment step budget of the parallel run (the sample-efficient run's is ``steps``)."""
+    gpu_device: str = "cuda"
+    """gpu: the Warp device, cuda or cuda:N (cpu runs the part on Warp's CPU device: tests, smoke runs)."""
     pixels: PixelBenchCfg = field(default_factory=PixelBenchCfg)
     """pixels (issue 13): pick-cube from cameras with DrQ and scripted demos, steps and minutes to 90 %
     on ``--device`` (a GPU job: on a CPU only for correctness, with tiny settings)."""
@@ -189,6 +213,7 @@ class LearnBenchCfg:
         check_range("--e2e-steps", self.e2e_steps, 0)
         check_range("--offline-steps", self.offline_steps, 0)
         check_threads("--torch-threads", self.torch_threads)
+        check_warp_device("--gpu-device", self.gpu_device)
         self.pixels.check()
         if not self.critics:
             raise ConfigError("--critics: critics must be ensemble sizes of at least 1, got none")

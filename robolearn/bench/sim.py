@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robolearn.bench.config import SimBenchCfg
+from robolearn.bench.gpu import GPU_VS_RAW_GOAL
 from robolearn.bench.render import render_rows
 from robolearn.bench.report import machine_info, ratio, usable_cpus, versions
 from robolearn.envs.task_env import TaskEnv
@@ -74,10 +75,12 @@ GOALS = {
     "panda_vs_raw": 0.7,
     "one_world_vs_gymnasium": 1.0,
     "pick_cube_one_world_vs_raw": 0.8,
+    "gpu_vs_raw": GPU_VS_RAW_GOAL,
 }
 """Targets on a 2-core machine: batched Ant against EnvPool and against its raw engine, batched Panda
 against its raw engine; one world of Ant against Gymnasium's Ant-v5 and of pick-cube against raw
-``mj_step`` (issue 18)."""
+``mj_step`` (issue 18); every task on MuJoCo Warp against raw MuJoCo Warp, its lowest ratio (issue 14,
+on one GPU)."""
 ACTION_BATCHES = 64
 """Distinct pre-drawn action batches each contender cycles through."""
 SINGLE_BACKENDS = ("mujoco", "pybullet")
@@ -495,7 +498,14 @@ def run_sim_bench(
     if "gpu" in cfg.parts:
         from robolearn.bench.gpu import gpu_sim_part
 
-        gpu_rows, gpu_summary = gpu_sim_part(cfg.seconds, cfg.seed, say)
+        gpu_rows, gpu_summary = gpu_sim_part(
+            cfg.seconds,
+            cfg.seed,
+            say,
+            device=cfg.gpu_device,
+            world_counts=cfg.gpu_worlds,
+            tasks=cfg.gpu_tasks,
+        )
         rows += gpu_rows
         summary |= gpu_summary
     if "render" in cfg.parts:

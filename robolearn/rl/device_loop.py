@@ -5,8 +5,12 @@ roles of :mod:`robolearn.rl.train`. The worlds' observations, rewards and flags 
 the worlds are (a CUDA device, or Warp's CPU device in tests); they go straight into a
 :class:`~robolearn.rl.replay.DeviceReplayBuffer` on that device, the observation statistics are
 updated there, the policy acts there and SAC samples and updates there. The hot path makes no host
-copy of observations, actions or transitions; the host reads the number of worlds whose episode ended
-(to reset them), and SAC's four loss figures per update (its ``update`` returns them as floats).
+copy of observations, actions or transitions, and reads one thing from the device per step of all
+worlds: which worlds' episodes ended (``torch.nonzero``, one synchronization), because the task's reset
+terms draw their random states per world reset, by index. SAC's loss figures stay on the device
+(:meth:`~robolearn.rl.sac.SAC.update_on_device`) and are copied only when they are logged, every 500
+updates; the last ended episodes are copied only for the progress line (twice a second) and the
+evaluations.
 Evaluation, checkpoints and the summary are the host loop's own (:func:`robolearn.rl.train.train`),
 so ``robolearn eval``, ``export`` and ``--resume`` take such a run as any other.
 
@@ -35,7 +39,7 @@ from robolearn.rl.actor_learner import EpisodeStats, Weights, policy_weights
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent
 from robolearn.rl.config import TrainCfg
 from robolearn.rl.replay import DeviceBatch, DeviceReplayBuffer, sample_symmetric_device
-from robolearn.rl.sac import SAC
+from robolearn.rl.sac import SAC, read_metrics
 from robolearn.rl.train import (
     RunState,
     _checkpoint,
@@ -184,8 +188,9 @@ class DeviceLoop:
             DeviceBatch(self.obs, unit, reward.to(torch.float32), next_obs, terminated.to(torch.float32))
         )
         self.norm.update(self.obs)
+        # The step's one synchronization: the reset terms draw per world, by index.
         ended = torch.nonzero(done).squeeze(1)
-        if ended.numel():  # the count is all the host learns of the step (it resets those worlds)
+        if ended.numel():
             self.recent.add(
                 cast(torch.Tensor, env.episode_return)[ended],
                 cast(torch.Tensor, env.step_count)[ended],
@@ -197,15 +202,18 @@ class DeviceLoop:
         self.env_steps += env.num_envs
         return env.num_envs
 
-    def learn(self, steps: int) -> dict[str, float]:
-        """``steps`` learner steps on batches sampled and normalized on the device; the last one's losses."""
+    def learn(self, steps: int) -> dict[str, torch.Tensor]:
+        """``steps`` learner steps on batches sampled and normalized on the device; the last one's losses,
+        still on the device (:func:`~robolearn.rl.sac.read_metrics` copies them, when they are logged)."""
         cfg = self.agent.cfg
         n = cfg.batch_size * cfg.utd_ratio
-        metrics: dict[str, float] = {}
+        metrics: dict[str, torch.Tensor] = {}
         for _ in range(steps):
             batch = sample_symmetric_device(self.online, self.demos, n, cfg.demo_fraction, self.generator)
             both = self.norm(torch.cat([batch.obs, batch.next_obs]))  # one pass over both halves
-            metrics = self.agent.update(both[:n], batch.action, batch.reward, both[n:], batch.terminated)
+            metrics = self.agent.update_on_device(
+                both[:n], batch.action, batch.reward, both[n:], batch.terminated
+            )
         return metrics
 
     # -- what the host reads, off the hot path -----------------------------------------------
@@ -311,7 +319,7 @@ def train_on_device(
                 metrics = loop.learn(cfg.learner_steps(arrived))
                 if metrics and agent.updates - logged_at >= 500:
                     logged_at = agent.updates
-                    for k, v in metrics.items():
+                    for k, v in read_metrics(metrics).items():  # the only copy of the losses
                         writer.add_scalar(f"train/{k}", v, state.env_steps)
             state.updates = agent.updates
             state.episodes = loop.recent.count

@@ -452,6 +452,19 @@ class SAC(nn.Module):
         The tensors hold ``utd_ratio * batch_size`` transitions, already normalized; ``discount`` is
         each transition's bootstrap discount (``gamma ** n`` for n-step returns; default ``gamma``).
         """
+        return read_metrics(self.update_on_device(obs, act, rew, next_obs, term, discount))
+
+    def update_on_device(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        rew: torch.Tensor,
+        next_obs: torch.Tensor,
+        term: torch.Tensor,
+        discount: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`update` with its metrics left on the device (0-d tensors): no host synchronization,
+        so a loop on a GPU reads them (:func:`read_metrics`) only when it logs (issue 14)."""
         b = self.cfg.batch_size
         if discount is None:
             discount = torch.full_like(rew, self.cfg.gamma)
@@ -468,13 +481,20 @@ class SAC(nn.Module):
         actor_loss, alpha, entropy = self.actor_step(obs[-b:])
         self.updates += self.cfg.utd_ratio
         extra = {"gripper_loss": torch.stack(gripper_losses).mean()} if gripper_losses else {}
-        return self.metrics(torch.stack(critic_losses).mean(), actor_loss, alpha, entropy, **extra)
+        names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
+        values = (torch.stack(critic_losses).mean(), actor_loss, alpha, entropy, *extra.values())
+        return {k: v.detach() for k, v in zip(names, values, strict=True)}
 
     @staticmethod
     def metrics(
         critic_loss: Any, actor_loss: Any, alpha: Any, entropy: Any, **extra: Any
     ) -> dict[str, float]:
-        # One device-to-host copy for all metrics (one synchronization on a GPU, not four).
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
-        values = torch.stack([critic_loss, actor_loss, alpha, entropy, *extra.values()]).tolist()
-        return dict(zip(names, values, strict=True))
+        values = (critic_loss, actor_loss, alpha, entropy, *extra.values())
+        return read_metrics(dict(zip(names, values, strict=True)))
+
+
+def read_metrics(metrics: dict[str, torch.Tensor]) -> dict[str, float]:
+    """0-d metric tensors as floats: one device-to-host copy for all (one synchronization on a GPU)."""
+    values = torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in metrics.values()]).tolist()
+    return dict(zip(metrics, values, strict=True))
