@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -29,6 +29,9 @@ class SysidCmd:
     name; every command through the safety layer), one rosbag2 folder per robot episode."""
     safety: str = ""
     """With --ros: safety configuration, a robot name or YAML path ("": the task's robot)."""
+    clock: Literal["steps", "stamps"] = "steps"
+    """With --ros: sample times from the robot's control steps (task_state's step_count) or from the
+    messages' stamps (a robot whose control steps are not evenly spaced)."""
     sim_params: Path | None = None
     """With --record: a parameter file giving the simulated robot's dynamics (a stand-in for the real one)."""
     out: Path = Path("runs/sysid")
@@ -91,7 +94,12 @@ def run_sysid(cmd: SysidCmd) -> None:
 
         assert cmd.record is not None
         excitation = RosExcitationCfg(
-            cmd.robot, cmd.record, episodes=cmd.episodes, amplitude=cmd.amplitude, robot=cmd.safety
+            cmd.robot,
+            cmd.record,
+            episodes=cmd.episodes,
+            amplitude=cmd.amplitude,
+            robot=cmd.safety,
+            clock=cmd.clock,
         )
         summary = record_ros_excitation(excitation, int(os.environ.get("ROS_DOMAIN_ID", "0")))
         print(f"{summary['episodes']} excitation episodes recorded over ROS 2 to {cmd.record}")
