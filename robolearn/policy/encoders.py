@@ -109,7 +109,8 @@ class ObservationEncoder(nn.Module):
         self.keys = self.image_keys + self.state_keys
         self.state_sizes = [int(s) for s in state_sizes.values()]
         self.cameras = nn.ModuleList([ConvEncoder(s, features, channels) for s in image_shapes.values()])
-        self.channels = channels
+        self.image_shapes = {k: tuple(s) for k, s in image_shapes.items()}
+        self.features, self.channels = features, channels
         self.frozen = frozen
         if frozen:
             self.cameras.requires_grad_(False)

@@ -72,9 +72,9 @@ def save_pixel_policy(policy: PixelPolicy, task_cfg: TaskCfg, folder: Path) -> N
     config = {
         "format": PIXEL_POLICY_FORMAT,
         "task": task_cfg.name,
-        "image_shapes": {k: list(c.shape) for k, c in zip(enc.image_keys, enc.cameras, strict=True)},
+        "image_shapes": {k: list(s) for k, s in enc.image_shapes.items()},
         "state_sizes": dict(zip(enc.state_keys, enc.state_sizes, strict=True)),
-        "features": enc.cameras[0].features if len(enc.cameras) else 0,
+        "features": enc.features,
         "channels": enc.channels,
         "hidden": list(_hidden(policy.actor)),
         "action_dim": int(policy.action_low.numel()),
