@@ -55,7 +55,18 @@ from robolearn.tasks.teacher import privileged_observations, teacher_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ENCODER_FILE", "DrQLearner", "PixelRun", "PixelTrainCfg", "train_pixels"]
+__all__ = [
+    "ENCODER_FILE",
+    "SUMMARY_FILE",
+    "DrQLearner",
+    "PixelRun",
+    "PixelTrainCfg",
+    "RewardFn",
+    "classifier_reward",
+    "collect_pixel_demos",
+    "make_pixel_env",
+    "train_pixels",
+]
 
 SUMMARY_FILE = "summary.json"
 """What a run measured (:meth:`PixelRun.summary`), written to :attr:`PixelTrainCfg.out`."""
