@@ -6,13 +6,14 @@ Rates are only checked to be positive: the machines are shared, so timing thresh
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 
 from robolearn.bench.config import SimBenchCfg
 from robolearn.bench.report import format_table
-from robolearn.bench.sim import run_sim_bench
+from robolearn.bench.sim import CHUNK_SECONDS, _Contender, _interleaved_rates, run_sim_bench
 from robolearn.errors import ConfigError
 from robolearn.tasks import task_names
 
@@ -94,6 +95,35 @@ def test_table_has_a_row_per_contender(bench: tuple[list[dict[str, Any]], dict[s
     assert len(lines) == len(rows) + 2  # header and rule
     assert "envpool" in table and "gymnasium async" in table and "raw mujoco.batch" in table
     assert any(m.startswith("ant: robolearn mujoco_batch, round 1/1") for m in messages)
+
+
+def test_one_world_contenders_take_turns() -> None:
+    """The one-world ratios come from interleaved turns (issue 18): both contenders step in
+    alternating chunks over the same stretch of time, each through its actions in order."""
+    turns: list[str] = []
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+
+    def stepper(name: str, seconds: float) -> Any:
+        def step(i: int) -> None:
+            seen[name].append(i)
+            if not turns or turns[-1] != name:
+                turns.append(name)
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+
+        return step
+
+    contenders = [
+        _Contender("a", stepper("a", 2e-4), 1, "", lambda: None),
+        _Contender("b", stepper("b", 4e-4), 1, "", lambda: None),
+    ]
+    rates = _interleaved_rates(contenders, 0.1)
+    assert len(turns) >= 2 * 0.1 / CHUNK_SECONDS  # the probe, then at least five turns each
+    for name, calls in seen.items():
+        probe = calls.index(0, 1)  # the probe's calls, then the measured ones from 0 again
+        assert calls[probe:] == list(range(len(calls) - probe)), name
+    assert all(wall > 0 and cpu > 0 for wall, cpu in rates)
 
 
 def test_bad_configuration_is_refused() -> None:

@@ -31,6 +31,13 @@ Beside it, each run's environment steps per CPU-second that the contender consum
 and Gymnasium's worker processes) measure efficiency: on a machine shared with other jobs, wall
 time depends on what the scheduler grants (64 worker processes get more of a busy machine than 2
 threads do), CPU time much less.
+
+The one-world comparisons (issue 18) are ratios of two single-threaded contenders whose steps take
+about a millisecond, and a shared machine's speed drifts by tens of percent from one second to the
+next (measured: the same raw pick-cube stepping at 2,400 to 4,200 steps per CPU-second in runs a
+few minutes apart). Their runs are therefore interleaved: within a round the contenders take turns
+in chunks of about :data:`CHUNK_SECONDS` until each has stepped ``seconds``, so that both see the
+same machine, and a round's rate is each one's steps over its own time in its chunks.
 """
 
 from __future__ import annotations
@@ -85,6 +92,9 @@ ACTION_BATCHES = 64
 """Distinct pre-drawn action batches each contender cycles through."""
 SINGLE_BACKENDS = ("mujoco", "pybullet")
 """Backends of the one-world part."""
+CHUNK_SECONDS = 0.02
+"""Length of one turn of an interleaved contender (s): short against the machine's drift, long
+against the cost of switching (each turn reads the clocks twice)."""
 
 
 @dataclass
@@ -134,16 +144,58 @@ def _warm_up(step: Callable[[int], object], seconds: float) -> None:
         calls += 1
 
 
+def _interleaved_rates(contenders: list[_Contender], seconds: float) -> list[tuple[float, float]]:
+    """Each contender's environment steps per wall-clock and per CPU-second, the contenders taking
+    turns of about :data:`CHUNK_SECONDS` (in alternating order) until each has stepped ``seconds``."""
+    chunks = []
+    for c in contenders:  # calls per turn, from a short timed probe
+        calls, start = 0, time.perf_counter()
+        while calls < 3 or time.perf_counter() - start < 0.1 * CHUNK_SECONDS:
+            c.step(calls)
+            calls += 1
+        chunks.append(max(1, round(calls * CHUNK_SECONDS / (time.perf_counter() - start))))
+    k = len(contenders)
+    wall, cpu, calls_made = [0.0] * k, [0.0] * k, [0] * k
+    order = list(range(k))
+    while min(wall) < seconds:
+        for j in order:
+            c, first = contenders[j], calls_made[j]
+            cpu_start, start = c.cpu_seconds(), time.perf_counter()
+            for i in range(first, first + chunks[j]):
+                c.step(i)
+            wall[j] += time.perf_counter() - start
+            cpu[j] += c.cpu_seconds() - cpu_start
+            calls_made[j] += chunks[j]
+        order.reverse()
+    return [
+        (n * c.num_envs / w, n * c.num_envs / t)
+        for c, n, w, t in zip(contenders, calls_made, wall, cpu, strict=True)
+    ]
+
+
 def _measure(
-    part: str, contenders: list[_Contender], cfg: SimBenchCfg, progress: Callable[[str], None]
+    part: str,
+    contenders: list[_Contender],
+    cfg: SimBenchCfg,
+    progress: Callable[[str], None],
+    interleave: bool = False,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Each contender's wall-clock and CPU rates in every round; the contenders alternate within a round."""
+    """Each contender's wall-clock and CPU rates in every round; the contenders alternate within a
+    round, run by run or (``interleave``) in turns of :data:`CHUNK_SECONDS` within one run."""
     rates: dict[str, list[float]] = {c.name: [] for c in contenders}
     cpu_rates: dict[str, list[float]] = {c.name: [] for c in contenders}
     for r in range(cfg.rounds):
-        for c in contenders if r % 2 == 0 else contenders[::-1]:
-            _warm_up(c.step, cfg.seconds)
-            rate, cpu_rate = _rate(c, cfg.seconds)
+        ordered = contenders if r % 2 == 0 else contenders[::-1]
+        if interleave:
+            for c in ordered:
+                _warm_up(c.step, cfg.seconds)
+            measured = list(zip(ordered, _interleaved_rates(ordered, cfg.seconds), strict=True))
+        else:
+            measured = []
+            for c in ordered:
+                _warm_up(c.step, cfg.seconds)
+                measured.append((c, _rate(c, cfg.seconds)))
+        for c, (rate, cpu_rate) in measured:
             rates[c.name].append(rate)
             cpu_rates[c.name].append(cpu_rate)
             progress(
@@ -359,13 +411,15 @@ def _time_part(
     reference: str,
     cfg: SimBenchCfg,
     progress: Callable[[str], None],
+    interleave: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[float]]]]:
-    """Time the contenders, then close them; return their table rows and every run's rates.
+    """Time the contenders (``interleave``: see :func:`_measure`), then close them; return their
+    table rows and every run's rates.
 
     A row's ``reference_ratio`` is the reference contender's wall-clock figure over the row's.
     """
     try:
-        rates, cpu_rates = _measure(part, contenders, cfg, progress)
+        rates, cpu_rates = _measure(part, contenders, cfg, progress, interleave)
     finally:
         for c in contenders:
             c.close()
@@ -436,7 +490,9 @@ def _one_world_parts(
     for task, build in (("ant", _one_world_ant), (PICK_CUBE, _one_world_pick_cube)):
         label = f"one world {task}"
         say(f"{label}: building one world per contender")
-        part_rows, runs[label] = _time_part(label, build(cfg, rng), {}, gym_id(task), cfg, say)
+        part_rows, runs[label] = _time_part(
+            label, build(cfg, rng), {}, gym_id(task), cfg, say, interleave=True
+        )
         rows += part_rows
         wall[task] = _figures(runs[label], {})
         cpu[task] = _figures(runs[label], {}, "steps_per_cpu_s")
