@@ -56,6 +56,14 @@ DEVICE_ENV = "ROBOLEARN_WARP_DEVICE"
 # Model fields held per world: the randomized ones and the constants set_const derives from the mass.
 _PER_WORLD = (*_RANDOMIZED, "body_subtreemass", "body_invweight0", "dof_invweight0", "actuator_acc0")
 
+NJMAX = 128
+"""Constraint rows allocated per world. MuJoCo Warp's default guess is 64 for every scene here, and
+panda_pick_cube's grasp (fingers, cube and table: contacts of four and six rows) overflowed it within
+some substeps of 20 worlds under the scripted expert (measured: "nefc overflow" printed, though the
+largest count at the end of a control step was 49); rows past it are dropped with nothing but that
+printed line, so the physics would quietly differ from the CPU engine's. At 128 nothing overflowed
+(largest count 49, 55 with randomization)."""
+
 # Warp prints a line per kernel module it loads (hundreds); warnings and errors still show.
 wp.config.log_level = wp.LOG_WARNING
 
@@ -85,7 +93,7 @@ class MujocoWarpBackend(_MujocoBase):
         try:
             with wp.ScopedDevice(self.wp_device):
                 self.m = mjw.put_model(self.model, batch_sizes=dict.fromkeys(_PER_WORLD, num_worlds))
-                self.d = mjw.make_data(self.model, nworld=num_worlds)
+                self.d = mjw.make_data(self.model, nworld=num_worlds, njmax=NJMAX)
                 self._no_free_body_shortcut_for_site_actuators()
         except NotImplementedError as exc:  # a model feature MuJoCo Warp lacks (user sensors, ...)
             robot = scene.robot.name

@@ -236,8 +236,9 @@ EXPERT_SUCCESSES = 19
 
 
 @pytest.mark.parametrize("task", [t for t in WARP_TASKS if make_task_cfg(t).expert is not None])
-def test_scripted_expert_succeeds(task: str) -> None:
-    """The scripted experts succeed at least 95% on MuJoCo Warp, through the Gymnasium env."""
+def test_scripted_expert_succeeds(task: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """The scripted experts succeed at least 95% on MuJoCo Warp, through the Gymnasium env, and no
+    contact or constraint buffer overflows on the way (MuJoCo Warp only prints that)."""
     cfg = make_task_cfg(task)
     assert cfg.expert is not None
     env = TaskEnv(task, "mujoco_warp", EXPERT_WORLDS, seed=0, render_mode=None)
@@ -246,6 +247,7 @@ def test_scripted_expert_succeeds(task: str) -> None:
     finally:
         env.close()
     assert sum(result.successes) >= EXPERT_SUCCESSES, result.summary()
+    assert "overflow" not in capfd.readouterr().out
 
 
 def test_ant_contact_forces_carry_its_weight(pairs: dict[str, Pair]) -> None:
@@ -469,6 +471,24 @@ def test_bench_sim_gpu_part_runs_on_warps_cpu_device() -> None:
     assert summary["playground_panda_steps_per_s"] is None and summary["playground_panda"]["note"]
     assert [(r["task"], r["num_envs"]) for r in rows] == [(t, 2) for t in tasks]
     assert all(r["env_steps_per_s"] > 0 and r["raw_steps_per_s"] > 0 for r in rows)
+
+
+@pytest.mark.gpu
+def test_bench_sim_gpu_part_at_small_settings_on_cuda() -> None:
+    """The gpu part on CUDA at 256 worlds of two tasks: both rates measured, the GPU named."""
+    import torch
+
+    from robolearn.bench.config import SimBenchCfg
+    from robolearn.bench.sim import run_sim_bench
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    tasks = ("panda_pick_cube", "ant")
+    cfg = SimBenchCfg(parts=("gpu",), seconds=0.5, gpu_worlds=(256,), gpu_tasks=tasks)
+    rows, summary = run_sim_bench(cfg)
+    assert summary["gpu_device"] == torch.cuda.get_device_name(0)
+    assert all(r["env_steps_per_s"] > 0 and r["raw_steps_per_s"] > 0 for r in rows) and len(rows) == 2
+    assert 0 < summary["gpu_vs_raw"] < 10
 
 
 def test_bench_sim_gpu_options_are_checked() -> None:
