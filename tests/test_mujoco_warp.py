@@ -469,8 +469,11 @@ def test_bench_sim_gpu_part_runs_on_warps_cpu_device() -> None:
     assert summary["goals"]["gpu_vs_raw"]["goal"] == 0.8
     assert summary["goals"]["gpu_vs_raw"]["met"] == (summary["gpu_vs_raw"] >= 0.8)
     assert summary["playground_panda_steps_per_s"] is None and summary["playground_panda"]["note"]
-    assert [(r["task"], r["num_envs"]) for r in rows] == [(t, 2) for t in tasks]
-    assert all(r["env_steps_per_s"] > 0 and r["raw_steps_per_s"] > 0 for r in rows)
+    names = [f"{who} {t}" for t in tasks for who in ("robolearn", "raw mujoco_warp")]
+    assert [(r["contender"], r["num_envs"]) for r in rows] == [(name, 2) for name in names]
+    assert all(r["steps_per_s"] > 0 for r in rows)
+    raw_rows = rows[1::2]
+    assert [r["reference_ratio"] for r in raw_rows] == [by_task[t]["2"] for t in tasks]
 
 
 @pytest.mark.gpu
@@ -487,7 +490,7 @@ def test_bench_sim_gpu_part_at_small_settings_on_cuda() -> None:
     cfg = SimBenchCfg(parts=("gpu",), seconds=0.5, gpu_worlds=(256,), gpu_tasks=tasks)
     rows, summary = run_sim_bench(cfg)
     assert summary["gpu_device"] == torch.cuda.get_device_name(0)
-    assert all(r["env_steps_per_s"] > 0 and r["raw_steps_per_s"] > 0 for r in rows) and len(rows) == 2
+    assert all(r["steps_per_s"] > 0 for r in rows) and len(rows) == 4
     assert 0 < summary["gpu_vs_raw"] < 10
 
 

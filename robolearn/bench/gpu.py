@@ -174,14 +174,15 @@ def gpu_sim_part(
                 env, raw = _task_rates(task, n, seconds, seed)
                 env_rates[task][str(n)], raw_rates[task][str(n)] = env, raw
                 ratios[task][str(n)] = env / raw
+                # In the shared table's columns (robolearn.bench.report): ref/this on the raw row
+                # is robolearn's rate over raw's, the task's gpu_vs_raw at n worlds.
                 rows.append(
-                    {
-                        "part": "gpu",
-                        "task": task,
-                        "num_envs": n,
-                        "env_steps_per_s": env,
-                        "raw_steps_per_s": raw,
-                    }
+                    {"part": "gpu", "contender": f"robolearn {task}", "num_envs": n, "steps_per_s": env}
+                    | {"note": name}
+                )
+                rows.append(
+                    {"part": "gpu", "contender": f"raw mujoco_warp {task}", "num_envs": n, "steps_per_s": raw}
+                    | {"reference_ratio": env / raw, "note": "mujoco_warp.step replayed, no task code"}
                 )
     summary = {
         "gpu_device": name,
