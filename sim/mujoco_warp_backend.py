@@ -16,11 +16,12 @@ The device is ``wp.get_preferred_device()`` (CUDA when there is one), or ``devic
 the environment variable ``ROBOLEARN_WARP_DEVICE`` (``cpu`` forces Warp's CPU device). Kernels are
 compiled on first use and cached by Warp (about a minute per task on two CPU cores with a fresh cache).
 
-A control step (its substeps and the stages after them) and a forward pass are each recorded once as
-a Warp graph and replayed: a CUDA graph on CUDA, and on Warp's CPU device its CPU graph (Warp 1.19's
-APIC capture), where launching MuJoCo Warp's hundreds of kernels from Python took 40 times as long
-as the physics (panda_reach, two worlds: 620 ms a control step launched, 3 ms replayed, the same
-state to the bit; tests/test_mujoco_warp.py checks that).
+A control step (its substeps and the stages after them), a forward pass and a reset are each
+recorded once as a Warp graph and replayed: a CUDA graph on CUDA, and on Warp's CPU device its CPU
+graph (Warp 1.19's APIC capture), where launching MuJoCo Warp's hundreds of kernels from Python took
+40 times as long as the physics (panda_reach, two worlds: 620 ms a control step launched, 3 ms
+replayed, the same state to the bit; tests/test_mujoco_warp.py checks that). A reset or forward pass
+of no world does nothing.
 """
 
 from __future__ import annotations
@@ -217,13 +218,18 @@ class MujocoWarpBackend(_MujocoBase):
     # -- resets and stepping --------------------------------------------------------------
     def reset_worlds(self, ids: Any) -> None:
         rows = self._ids(ids)
+        if rows.numel() == 0:  # the size is known on the host: no synchronization
+            return
         self._reset_mask.zero_()
         self._reset_mask[rows] = True  # a device-side mask: no host round trip for any subset
-        with wp.ScopedDevice(self.wp_device):
-            mjw.reset_data(self.m, self.d, reset=self._reset_mask_wp)
+        # Replayed: MuJoCo Warp's reset_data defines its kernels anew at every call (about 14 ms of
+        # Python a call, measured on the CPU device); the graph reads the mask's contents when replayed.
+        self._replay(("reset", 0), lambda: mjw.reset_data(self.m, self.d, reset=self._reset_mask_wp))
         self._qpos[rows] = self._home
 
     def forward(self, ids: Any) -> None:
+        if self._ids(ids).numel() == 0:  # no world reset: every state is as the last step left it
+            return
         # Every world: recomputing the others' stages at their unchanged state changes nothing.
         self._replay(("forward", 0), self._forward)
 
