@@ -1,9 +1,11 @@
 """The learner on the device (issue 14): worlds, replay buffer, normalization and SAC on one torch device.
 
 On Warp's CPU device with torch on the CPU, the same code that runs on CUDA, and panda_reach, whose
-kernels tests/test_mujoco_warp.py compiles too. Warp's CPU device steps four panda_reach worlds in
-about 0.1 s (its kernel launches, not the learner, take the time), so the default run checks the
-mechanics on short runs; the learning study is ``slow``.
+kernels tests/test_mujoco_warp.py compiles too. The backend replays recorded graphs on the CPU
+device as on CUDA (an environment step of two panda_reach worlds takes about 3 ms there), but the
+default run still checks the mechanics on short runs; the learning study is ``slow``. The gpu parts of
+``robolearn bench learn`` run here on Warp's CPU device at tiny budgets (``--gpu-device cpu``); tests
+marked ``gpu`` run them, and look for hidden synchronizations, on CUDA.
 """
 
 from __future__ import annotations
