@@ -61,8 +61,6 @@ from robolearn.tasks.robots.crazyflie import GRAVITY
 
 log = logging.getLogger(__name__)
 
-_add_reduce: Any = np.add.reduce  # np.sum without its Python wrapper (typed Any: numpy's overloads)
-
 INTERVENTIONS = (
     "estop",
     "geofence",
@@ -224,13 +222,13 @@ class SafetyLayer:
             self._count(reason, f" ({untrusted} not finite or out of range)" if reason == "state" else "")
             elapsed = now - self._stop_since
             stop = self._rules.safe_stop(trusted, elapsed, stale or trusted is None, self._last)
-            if not xp.all(np.isfinite(stop)):  # a config at the edge of floats: the blind stop is finite
+            if not xp.all_finite(stop):  # a config at the edge of floats: the blind stop is finite
                 stop = self._rules.safe_stop(None, elapsed, True, self._last)
             return self._send(xp.clip(stop, self.low, self.high), trusted, now)
         assert trusted is not None  # an untrusted state is a stop reason
         self._stop_reason = None
 
-        if not _all_finite(act):
+        if not xp.all_finite(act):
             self._count("nonfinite")
             act = self._rules.safe_stop(trusted, 0.0, False, self._last)
         out = xp.clip(act, self.low, self.high)
@@ -242,7 +240,7 @@ class SafetyLayer:
             step = self.max_rate * min(max(now - self._last_time, 0.0), self.task_cfg.control_dt)
             window = (self._last - step, self._last + step)
         out = self._rules.limit(out, trusted, window)
-        if not _all_finite(out):  # not for a trusted state; kept so nothing non-finite goes out
+        if not xp.all_finite(out):  # not for a trusted state; kept so nothing non-finite goes out
             self._count("nonfinite")
             blind = xp.clip(self._rules.safe_stop(None, 0.0, True, self._last), self.low, self.high)
             out = xp.clip(blind, *window) if self._last is not None else blind
@@ -324,12 +322,6 @@ def _untrusted_field(state: RobotState, joints: int) -> str | None:
         if not abs(norm - 1.0) <= QUAT_NORM_TOLERANCE:
             return name
     return None
-
-
-def _all_finite(values: FloatArray) -> bool:
-    """Whether every value is finite, in one reduction where they are (a finite sum proves it: inf
-    and NaN never sum to a finite value), exactly where the sum is not (or overflowed)."""
-    return math.isfinite(_add_reduce(values, axis=None)) or bool(xp.all(np.isfinite(values)))
 
 
 class _Rules:

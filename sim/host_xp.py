@@ -8,11 +8,14 @@ every step whose numpy implementations are Python functions around a ufunc or a 
 path, where arrays hold a handful of numbers, those wrappers cost two to four times the ufunc
 itself (issue 18: ``clip`` about 2.2 us against 0.6 us). Here they call the ufuncs (or methods)
 directly, with the same arguments' meaning and bit-identical results (tests/test_equivalence.py
-holds every task to that, tests/test_host_xp.py each function to numpy's).
+holds every task to that, tests/test_host_xp.py each function to numpy's). Two checks that are not
+numpy's, :func:`all_finite` and :func:`any_true`, return Python bools for the per-step path itself.
 """
 
 from __future__ import annotations
 
+import builtins
+import math
 import types
 from typing import Any
 
@@ -72,3 +75,23 @@ def _vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: An
 
 linalg = types.SimpleNamespace(**{k: getattr(np.linalg, k) for k in np.linalg.__all__})
 linalg.vector_norm = _vector_norm
+
+# -- checks of the per-step path that are not numpy's functions ------------------------------------
+SMALL = 64
+"""Values up to which :func:`all_finite` and :func:`any_true` read an array as Python numbers: a
+numpy reduction over a handful of values costs about 2 us of call overhead, ``tolist`` and a
+C-level ``map`` about 0.5 (issue 18: one world's action, flags, a safety command)."""
+
+
+def all_finite(x: Any, /) -> bool:
+    """Whether every value of a numpy array is finite (exactly: no sum that could overflow)."""
+    if x.size <= SMALL:  # builtins.all: this module's all is numpy's
+        return builtins.all(map(math.isfinite, x.ravel().tolist()))
+    return builtins.bool(_and_reduce(np.isfinite(x), axis=None))  # this module's bool is numpy's
+
+
+def any_true(x: Any, /) -> bool:
+    """Whether any value of a boolean numpy array is true."""
+    if x.size <= SMALL:
+        return True in x.ravel().tolist()
+    return builtins.bool(_or_reduce(x, axis=None))

@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_add_reduce: Any = np.add.reduce  # np.sum without its Python wrapper (typed Any: numpy's overloads)
-
 
 class StepResult(NamedTuple):
     """What the task made of one control step, per world."""
@@ -290,12 +288,8 @@ class TaskWorlds(TermConstants):
                     f"({', '.join(self.cfg.action.names)})"
                 )
             act = act.reshape(shape)
-        # A non-finite action never reaches the physics: that world holds the neutral action. A
-        # finite sum of every component proves them all finite in one reduction (inf and NaN never
-        # sum to a finite value); a sum that is not finite is checked per world. Summed in float64,
-        # float32 actions cannot overflow; float64 ones beyond 1e307 can (numpy warns), and are
-        # then found finite by the exact check.
-        if math.isfinite(_add_reduce(act, axis=None, dtype=np.float64)):  # the common case
+        # A non-finite action never reaches the physics: that world holds the neutral action.
+        if host_xp.all_finite(act):  # the common case, in one check over every world
             rejected = self._none_rejected
         else:
             rejected = np.logical_not(np.isfinite(act).all(axis=1))
@@ -368,7 +362,7 @@ class TaskWorlds(TermConstants):
         if terminated is success or (terminated is self._none_terminated and not self.on_host):
             terminated = xp.asarray(terminated, copy=True)
         reward = self._reward_sum()
-        if self.on_host and xp.any(unstable):  # on a device, a branch on values would wait for it
+        if self.on_host and host_xp.any_true(unstable):  # on a device, a branch would wait for it
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return += reward
         self.episode_success |= success

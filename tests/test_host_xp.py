@@ -56,3 +56,24 @@ def test_array_equal_matches_numpy() -> None:
 def test_everything_else_is_numpy() -> None:
     assert host_xp.zeros is np.zeros and host_xp.float32 is np.float32 and host_xp.where is np.where
     assert host_xp.linalg.norm is np.linalg.norm
+
+
+@pytest.mark.parametrize("size", [1, 8, host_xp.SMALL, host_xp.SMALL + 1, 300])
+def test_all_finite_and_any_true_are_numpys_answers_on_small_and_large_arrays(size: int) -> None:
+    """Python numbers below SMALL values, numpy's reduction above: the same answer either way, for
+    float32 and float64, every kind of non-finite value in every place, and no overflow."""
+    for dtype in (np.float32, np.float64):
+        x = RNG.normal(size=(1, size)).astype(dtype)
+        assert host_xp.all_finite(x) is True
+        assert host_xp.all_finite(np.full((1, size), np.finfo(dtype).max, dtype=dtype)) is True
+        for bad in (np.nan, np.inf, -np.inf):
+            for where in {0, size // 2, size - 1}:
+                y = x.copy()
+                y[0, where] = bad
+                assert host_xp.all_finite(y) is False
+    flags = np.zeros(size, dtype=bool)
+    assert host_xp.any_true(flags) is False
+    for where in {0, size - 1}:
+        hit = flags.copy()
+        hit[where] = True
+        assert host_xp.any_true(hit) is True
