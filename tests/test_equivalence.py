@@ -211,8 +211,9 @@ def test_one_world_rk4_step_is_mj_step(diverge_at: int | None) -> None:
 
 
 def test_one_reduction_finiteness_checks_are_exact() -> None:
-    """The per-step checks prove finiteness with one sum (issue 18); a sum that overflows must fall
-    back to the exact check, not reject a finite action or call a finite state unstable."""
+    """The per-step finiteness checks (issue 18: the action's on Python numbers, the one-world
+    state's by MuJoCo's sums of qpos and qvel, exact where a sum overflows) must not reject a huge
+    finite action or call a huge finite state unstable, and must catch every non-finite value."""
     worlds = TaskWorlds("panda_reach", "mujoco", 1, seed=0)
     try:
         worlds.reset_worlds(np.arange(1))
