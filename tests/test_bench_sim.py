@@ -118,12 +118,17 @@ def test_one_world_contenders_take_turns() -> None:
         _Contender("a", stepper("a", 2e-4), 1, "", lambda: None),
         _Contender("b", stepper("b", 4e-4), 1, "", lambda: None),
     ]
-    rates = _interleaved_rates(contenders, 0.1)
-    assert len(turns) >= 2 * 0.1 / CHUNK_SECONDS  # the probe, then at least five turns each
-    for name, calls in seen.items():
+    seconds = 10 * CHUNK_SECONDS
+    rates = _interleaved_rates(contenders, seconds)
+    for (name, calls), (wall_rate, cpu_rate) in zip(seen.items(), rates, strict=True):
         probe = calls.index(0, 1)  # the probe's calls, then the measured ones from 0 again
-        assert calls[probe:] == list(range(len(calls) - probe)), name
-    assert all(wall > 0 and cpu > 0 for wall, cpu in rates)
+        measured = len(calls) - probe
+        assert calls[probe:] == list(range(measured)), name
+        assert wall_rate > 0 and cpu_rate > 0 and measured / wall_rate >= seconds, name
+    # Turns, not one run after the other: the probe (a, b), round 1 (a, b), round 2 reversed (b,
+    # merged with the last, then a), ... Only a turn ten times its planned length would leave a
+    # single round.
+    assert turns[:2] == ["a", "b"] and len(turns) >= 5
 
 
 def test_bad_configuration_is_refused() -> None:
