@@ -117,7 +117,8 @@ def _cfg(tmp_path: Path, dataset: Path, **kw: Any) -> TrainCfg:
     return TrainCfg(**(base | kw))
 
 
-@pytest.mark.parametrize("algo", ["iql", "calql"])
+# Cal-QL (29 s) under `slow`: the default run keeps IQL (14 s) for the offline path they share.
+@pytest.mark.parametrize("algo", ["iql", pytest.param("calql", marks=pytest.mark.slow)])
 def test_pure_offline_rl_learns_reach_from_expert_episodes(
     tmp_path: Path, expert_dataset: Path, algo: str
 ) -> None:

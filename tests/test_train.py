@@ -51,6 +51,7 @@ def test_pendulum_is_learned(tmp_path: Path) -> None:
     assert list((run / "tb").glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow  # 315 s on an AMD EPYC core (129 s where it was written): a quarter of the default run
 def test_panda_reach_is_learned_with_scripted_demonstrations(tmp_path: Path) -> None:
     cfg = replace(
         _cfg(tmp_path),
@@ -68,7 +69,8 @@ def test_panda_reach_is_learned_with_scripted_demonstrations(tmp_path: Path) -> 
     )
     summary = train(cfg)
     # Measured: 0% at 6k steps, 30% at 9k, 65% at 12k (40 episodes); Stable-Baselines3's SAC with
-    # 256x256 networks and no demonstrations reaches 5% at 8k steps on this task.
+    # 256x256 networks and no demonstrations reaches 5% at 8k steps on this task. On an AMD EPYC the
+    # same seed evaluated 0%, 0%, 40%, then 47.5% at the end (below this bar: issue 11's learner).
     assert summary["success_rate"] >= 0.5, summary["evals"]
 
 
