@@ -42,7 +42,7 @@ DEFAULT_STEPS = 30
 COMPARED_STEPS = {("car_checkpoints", "pybullet"): 18}
 """Cases compared over the first steps of their recording only. The car's contacts on PyBullet
 amplify a last-bit difference about tenfold per control step: on an AMD EPYC the recording made
-elsewhere differs by 4e-16 at step 11, 7e-9 at step 17 and 0.2 at step 29, from numpy's
+elsewhere differs by 4e-16 at step 11, 7e-9 at step 17 and 0.2 at step 29, most likely from numpy's
 CPU-dispatched (SIMD) transcendental functions in the per-substep control law. The first 18 steps
 still cross the forced reset and the rejected action, with three orders of magnitude to spare."""
 FORCED_RESET_STEP = 12
