@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_pybullet_backend import FLYER_URDF
 
 from robolearn.sim.backend import HOST_BACKENDS, make_backend
 from robolearn.sim.mujoco_backend import MujocoBackend
@@ -36,25 +37,12 @@ FLYER_MASS = 0.5
 CUBE_MASS = 0.2
 HALF = (0.03, 0.03, 0.01)
 """A flat box: launched at a friction of 1.5 it slides instead of tumbling."""
-FLYER_URDF = """<?xml version="1.0"?>
-<robot name="flyer">
-  <link name="body">
-    <inertial>
-      <origin xyz="0 0 0" rpy="0 0 0"/>
-      <mass value="0.5"/>
-      <inertia ixx="0.002" ixy="0" ixz="0" iyy="0.003" iyz="0" izz="0.004"/>
-    </inertial>
-    <collision><geometry><box size="0.1 0.1 0.04"/></geometry></collision>
-  </link>
-</robot>
-"""
-"""A 0.5 kg box driven by thrust and body rates: a drone without propellers' geometry."""
 
 
 def flyer_scene(folder: Path, dyn: IdentifiedDynamics, *, ground: bool, cube_z: float | None) -> SceneCfg:
     """The flyer at 1 m (or resting on the ground), optionally with a cube resting on it or beside it."""
     path = folder / "flyer.urdf"
-    path.write_text(FLYER_URDF)
+    path.write_text(FLYER_URDF.format(com="0 0 0"))  # a 0.5 kg box: a drone without propellers
     robot = RobotCfg(
         name="flyer",
         asset=UrdfAsset(path),
