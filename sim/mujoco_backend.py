@@ -195,11 +195,12 @@ class _MujocoBase:
         if view is not None:
             return view
         field = "qvel" if dofs else "qpos"
-        cols = self._joint_addr(joints, dofs)
-        if len(cols) and (np.diff(cols) == 1).all():
-            view = self._joint_views[key] = self._data(field)[:, int(cols[0]) : int(cols[-1]) + 1]
+        # Contiguity from the host addresses: a device backend's own _joint_addr gives a device tensor.
+        host = _MujocoBase._joint_addr(self, joints, dofs)
+        if len(host) and (np.diff(host) == 1).all():
+            view = self._joint_views[key] = self._data(field)[:, int(host[0]) : int(host[-1]) + 1]
             return view
-        return self._data(field)[:, cols]
+        return self._data(field)[:, self._joint_addr(joints, dofs)]
 
     def joint_pos(self, joints: Sequence[str]) -> FloatArray:
         return self._joints(joints, dofs=False)

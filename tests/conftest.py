@@ -58,3 +58,16 @@ def reach_student(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         name="reach",
     )
     return distill(cmd)
+
+
+@pytest.fixture
+def cuda_strict_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tensors refuse numpy's implicit conversion (``np.asarray(t)``, ``np.diff(t)``), as CUDA tensors
+    do: a Warp CPU-device run then fails where the same code on a GPU would. Explicit copies
+    (``t.cpu().numpy()``) still work. (A CUDA-only crash of the device loop went unseen without it.)"""
+    import torch
+
+    def refuse(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"implicit numpy conversion of a {self.device} tensor: it fails on CUDA")
+
+    monkeypatch.setattr(torch.Tensor, "__array__", refuse)

@@ -288,10 +288,11 @@ def test_bench_learn_gpu_part_needs_cuda() -> None:
     assert "\n" not in str(err.value)
 
 
-def test_bench_learn_gpu_part_runs_on_warps_cpu_device(tmp_path: Path) -> None:
+def test_bench_learn_gpu_part_runs_on_warps_cpu_device(tmp_path: Path, cuda_strict_tensors: None) -> None:
     """``robolearn bench learn --parts gpu --gpu-device cpu`` with tiny budgets: both schedules run
     pick-cube on Warp's CPU device through the device loop, and the summary carries the issue's keys
-    with positive figures (no run can reach 90% in 16 or 256 steps: minutes to 90% is null)."""
+    with positive figures (no run can reach 90% in 16 or 256 steps: minutes to 90% is null). Tensors
+    refuse implicit numpy conversion throughout, as on CUDA."""
     from robolearn.bench.config import LearnBenchCfg
     from robolearn.bench.learn import run_learn_bench
 

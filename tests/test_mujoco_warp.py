@@ -448,14 +448,15 @@ def test_bench_sim_gpu_part_needs_cuda() -> None:
     assert "\n" not in str(err.value)
 
 
-def test_bench_sim_gpu_part_runs_on_warps_cpu_device() -> None:
+def test_bench_sim_gpu_part_runs_on_warps_cpu_device(cuda_strict_tensors: None) -> None:
     """``robolearn bench sim --parts gpu --gpu-device cpu`` at two worlds: robolearn's environment steps
     and raw MuJoCo Warp's (``mujoco_warp.step`` replayed from a graph) are both measured, positive, and
-    the summary carries the issue's keys, the goal row and the Playground comparison as a named null."""
+    the summary carries the issue's keys, the goal row and the Playground comparison as a named null.
+    Tensors refuse implicit numpy conversion throughout, as on CUDA."""
     from robolearn.bench.config import SimBenchCfg
     from robolearn.bench.sim import run_sim_bench
 
-    tasks = ("panda_reach", "quadrotor_hover")
+    tasks = ("panda_pick_cube", "quadrotor_hover")
     cfg = SimBenchCfg(
         parts=("gpu",), seconds=0.2, rounds=1, gpu_device="cpu", gpu_worlds=(2,), gpu_tasks=tasks
     )
