@@ -177,8 +177,8 @@ class TaskWorlds(TermConstants):
             self.image_specs, self._render = image_specs(self.cfg), render_cameras
 
     # -- seeding -----------------------------------------------------------------------------
-    def reseed(self, seed: int | None) -> None:
-        """Restart the random streams from ``seed`` (None: fresh entropy)."""
+    def reseed(self, seed: int | list[int] | None) -> None:
+        """Restart the random streams from ``seed`` (a list: its ints together; None: fresh entropy)."""
         # Separate streams, so turning sensor noise on does not change the reset distribution.
         reset_seq, dr_seq, noise_seq = np.random.SeedSequence(seed).spawn(3)
         if self.on_host:

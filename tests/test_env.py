@@ -374,3 +374,18 @@ def test_task_worlds_run_the_task_without_gymnasium_and_match_the_env() -> None:
     assert worlds.observation_sizes == {k: s.shape[0] for k, s in env.single_observation_space.items()}
     worlds.close()
     env.close()
+
+
+def test_a_list_of_seeds_seeds_the_worlds_by_every_element() -> None:
+    """Gymnasium's ``reset(seed=[...])``: the same list resets alike, a change to a later seed changes
+    the reset (only the first was read before), and a list of the wrong length is one clear error."""
+    env = TaskEnv("panda_pick_cube", "mujoco_batch", 3, seed=0)
+    first = env.reset(seed=[1, 2, 3])[0]["cube_pos"].copy()
+    again = env.reset(seed=[1, 2, 3])[0]["cube_pos"]
+    changed = env.reset(seed=[1, 2, 4])[0]["cube_pos"]
+    np.testing.assert_array_equal(first, again)
+    assert not np.allclose(first, changed)
+    with pytest.raises(TaskError, match=r"one non-negative int per world \(3\)") as err:
+        env.reset(seed=[1, 2])
+    assert "\n" not in str(err.value)
+    env.close()

@@ -122,9 +122,20 @@ class TaskEnv(TaskWorlds, VectorEnv):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Reset every world, or (Gymnasium's ``options={"reset_mask": ...}``) only the masked ones."""
-        if seed is not None:
-            self.reseed(seed if isinstance(seed, int) else seed[0])
+        """Reset every world, or (Gymnasium's ``options={"reset_mask": ...}``) only the masked ones.
+
+        ``seed``: an int, or Gymnasium's list of one seed per world. The worlds draw from shared
+        streams, so a list seeds them as a whole: the same list resets the same way, and a change to
+        any of its seeds changes the reset (its first alone did before)."""
+        if isinstance(seed, (list, tuple)):
+            if len(seed) != self.num_envs or not all(isinstance(s, int) and s >= 0 for s in seed):
+                raise TaskError(
+                    f"reset(seed=...): a list needs one non-negative int per world ({self.num_envs}); "
+                    f"got {seed!r}"
+                )
+            self.reseed(list(seed))
+        elif seed is not None:
+            self.reseed(seed)
         mask = None if options is None else options.get("reset_mask")
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
         self.reset_worlds(ids)
