@@ -160,3 +160,31 @@ def test_a_run_killed_while_writing_its_first_checkpoint_starts_over(tmp_path: P
     resumed = train(replace(_cfg(tmp_path), resume=run, steps=300))
     assert resumed["env_steps"] == 300
     assert load_checkpoint(run).state["run"]["env_steps"] == 300
+
+
+def test_a_resumed_runs_config_is_the_saved_one(tmp_path: Path) -> None:
+    """config.json read back for --resume: paths are Paths again (``--init-from``, ``--offline``,
+    ``--demos``, ``--sim-params``), tuples tuples, nested configs rebuilt; a field this version does not
+    know is one clear error naming it."""
+    from robolearn.errors import CorruptFileError
+    from robolearn.rl.train import _load_run_cfg, start_run
+
+    cfg = TrainCfg(
+        task="panda_reach",
+        out=tmp_path,
+        init_from=tmp_path / "sim-run",
+        offline=(tmp_path / "d1",),
+        demos=(tmp_path / "d2",),
+        sim_params=tmp_path / "p.yaml",
+        intervene_steps=(3, 4),
+        sac=SACConfig(hidden=(32, 16)),
+    )
+    run = tmp_path / "run"
+    start_run(cfg, run)
+    back = _load_run_cfg(run, None)
+    assert back == replace(cfg, resume=run)
+    assert isinstance(back.init_from, Path) and isinstance(back.sac.hidden, tuple)
+    saved = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps(saved | {"warp_drive": True}))
+    with pytest.raises(CorruptFileError, match=r"config.json: TrainCfg has no fields \['warp_drive'\]"):
+        _load_run_cfg(run, None)

@@ -7,6 +7,9 @@ is allocated or written (issue 15).
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -627,3 +630,34 @@ class DistillCmd:
         check_seed("--seed", self.seed)
         check_output_dir("--name" if self.name else "--out", self.out / (self.name or ""))
         return task
+
+
+def _revive(hint: Any, value: Any) -> Any:
+    """A value read back from JSON as its field's type: paths, tuples and nested configs."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return _revive(args[0], value)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [a for a in args if a is not type(None)]
+        return _revive(kinds[0], value) if len(kinds) == 1 else value
+    if hint is Path and isinstance(value, str):
+        return Path(value)
+    if origin is tuple and isinstance(value, list):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_revive(args[0], v) for v in value)
+        return tuple(_revive(a, v) for a, v in zip(args, value, strict=False)) if args else tuple(value)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type) and isinstance(value, dict):
+        return config_from_json(hint, value)
+    return value
+
+
+def config_from_json(cls: type[Any], data: dict[str, Any]) -> Any:
+    """A config dataclass from its JSON form (``config.json``): every path field a Path again, every
+    tuple a tuple, nested configs rebuilt, so a resumed run's config is the one that was saved."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    unknown = sorted(set(data) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ConfigError(f"{cls.__name__} has no fields {unknown}")
+    return cls(**{k: _revive(hints[k], v) for k, v in data.items()})

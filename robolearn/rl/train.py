@@ -44,7 +44,7 @@ from robolearn.rl.actor_learner import (
     Weights,
 )
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
-from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
+from robolearn.rl.config import TrainCfg, config_from_json
 from robolearn.rl.demos import collect_scripted_demos
 from robolearn.rl.gripper import train_gripper
 from robolearn.rl.replay import ReplayBuffer
@@ -151,15 +151,14 @@ def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
         saved = json.loads((run_dir / "config.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise CorruptFileError(f"--resume {run_dir}: no readable config.json ({exc})") from None
-    sac: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["sac"].items()}
-    saved["sac"] = SACConfig(**sac)
-    if "offline_cfg" in saved:
-        saved["offline_cfg"] = OfflineConfig(**saved["offline_cfg"])
-        saved["offline"] = tuple(Path(p) for p in saved["offline"])
-    saved["out"], saved["resume"] = Path(saved["out"]), run_dir
+    saved["resume"] = str(run_dir)
     if steps is not None:
         saved["steps"] = steps
-    return TrainCfg(**saved)
+    try:
+        cfg: TrainCfg = config_from_json(TrainCfg, saved)
+    except ConfigError as exc:  # written by another robolearn version, or edited
+        raise CorruptFileError(f"--resume {run_dir}: config.json: {exc}") from None
+    return cfg
 
 
 def policy_record(cfg: TrainCfg, env: Any) -> dict[str, Any]:
