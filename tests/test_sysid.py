@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from robolearn.bench.sysid import ARM  # the benchmark's small arm: joint ranges +-2.5 rad, servos
 from robolearn.sim.scene import IdentifiedDynamics
 from robolearn.sysid.excitation import joint_excitation, multisine
 from robolearn.sysid.fit import identify, simulate
@@ -22,33 +23,6 @@ from robolearn.tasks.sim_params import (
     save_sim_params,
 )
 from robolearn.tasks.worlds import TaskWorlds
-
-ARM = """<mujoco model="tiny_arm">
-  <compiler angle="radian"/>
-  <option timestep="0.002" integrator="implicitfast"/>
-  <worldbody>
-    <body name="link1" pos="0 0 0.1">
-      <inertial pos="0 0 0.1" mass="1.0" diaginertia="0.01 0.01 0.002"/>
-      <joint name="joint1" type="hinge" axis="0 0 1" range="-2 2" armature="0.01" damping="0.3"
-             frictionloss="0.1"/>
-      <body name="link2" pos="0 0 0.2">
-        <inertial pos="0.1 0 0" mass="0.8" diaginertia="0.002 0.008 0.008"/>
-        <joint name="joint2" type="hinge" axis="0 1 0" range="-2 2" armature="0.01" damping="0.3"
-               frictionloss="0.1"/>
-        <body name="link3" pos="0.2 0 0">
-          <inertial pos="0.08 0 0" mass="0.5" diaginertia="0.001 0.004 0.004"/>
-          <joint name="joint3" type="hinge" axis="0 1 0" range="-2 2" armature="0.005" damping="0.2"
-                 frictionloss="0.05"/>
-        </body>
-      </body>
-    </body>
-  </worldbody>
-  <actuator>
-    <position name="servo1" joint="joint1" kp="40" kv="2"/>
-    <position name="servo2" joint="joint2" kp="40" kv="2"/>
-    <position name="servo3" joint="joint3" kp="20" kv="1"/>
-  </actuator>
-</mujoco>"""
 
 
 @pytest.fixture
@@ -114,7 +88,7 @@ def test_multisine_stays_within_amplitude_and_starts_at_rest() -> None:
 
 def test_joint_excitation_respects_joint_limits(arm: SysidModel) -> None:
     targets = joint_excitation(arm, 5.0, 0.01, 3.0)  # asks for more than the range allows
-    assert (targets >= -2 + 0.1 - 1e-12).all() and (targets <= 2 - 0.1 + 1e-12).all()
+    assert (targets >= -2.5 + 0.1 - 1e-12).all() and (targets <= 2.5 - 0.1 + 1e-12).all()
 
 
 def test_dataset_round_trip(arm: SysidModel, tmp_path: Path) -> None:
@@ -381,16 +355,19 @@ def test_ros_excitation_through_the_safety_layer_reads_back(tmp_path: Path) -> N
     assert sum(len(r.times) for r in recordings) == summary["frames"]
     cfg = make_task_cfg("panda_reach")
     model = model_from_task(cfg, cfg.scene.robot.arm_joints)
-    errors = []
+    errors, targets = [], []
     for rec in recordings:
         rec = rec.for_model(model)
         assert len(rec.times) >= 10 and rec.effort is None
         np.testing.assert_allclose(np.diff(rec.times), cfg.control_dt, atol=1e-6)  # the step clock
-        # The tool target moved (the excitation) and stayed inside the Panda's safety workspace.
+        # The tool target stayed inside the Panda's safety workspace.
         target = rec.ctrl[:, :3]
-        assert np.ptp(target, axis=0).max() > 0.01
         assert (target >= np.array([0.28, -0.3, 0.015]) - 0.06).all()
         assert (target <= np.array([0.65, 0.3, 0.55]) + 0.06).all()
+        targets.append(target)
         errors.append(simulate(model, rec, None).qpos - rec.qpos)
+    # The excitation moved the target: over the episodes (a stretch between two lost samples can be
+    # too short to move 1 cm; one measured 7.5 mm).
+    assert np.ptp(np.concatenate(targets), axis=0).max() > 0.05
     rms = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)))
     assert rms < 2e-3, rms
