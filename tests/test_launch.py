@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -789,3 +790,17 @@ def test_package_manifest_is_an_ament_python_package() -> None:
     assert (ROOT / "resource" / "robolearn").is_file()
     # colcon reads setup.cfg instead of running setup.py only when setup() takes no arguments.
     assert "setup()" in (ROOT / "setup.py").read_text()
+
+
+def test_a_line_without_end_comes_out_in_prefixed_pieces_of_bounded_size() -> None:
+    """A process writing 200 kB without a newline costs the launcher at most LINE_BYTES at a time;
+    the pieces are prefixed, the continued ones marked, and the next line is whole again."""
+    from robolearn.hardware.ros.launch.processes import LINE_BYTES, _pump
+
+    out = io.StringIO()
+    _pump(io.BytesIO(b"x" * 200_000 + b"\nnext\n"), "talker", out, threading.Lock())
+    lines = out.getvalue().splitlines()
+    pieces = [LINE_BYTES, LINE_BYTES, LINE_BYTES, 200_000 - 3 * LINE_BYTES]
+    assert [line.count("x") for line in lines[:-1]] == pieces
+    assert lines[0].startswith("[talker] x") and all(x.startswith("[talker] ... x") for x in lines[1:-1])
+    assert lines[-1] == "[talker] next"

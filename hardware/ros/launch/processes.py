@@ -14,14 +14,21 @@ from typing import IO, Any, TextIO
 
 from robolearn.hardware.ros.launch.plan import LaunchError, LaunchProcess
 
+LINE_BYTES = 64 * 1024
+"""Longest piece of a process's output line copied at once: a process that writes without newlines
+costs the launcher this much memory, not all it wrote; a longer line comes out in pieces, each
+prefixed, the continued ones marked."""
+
 
 def _pump(stream: IO[bytes], label: str, out: TextIO, lock: threading.Lock) -> None:
     """Copy a process's output line by line, each prefixed with its label."""
-    for raw in iter(stream.readline, b""):
+    continued = False
+    for raw in iter(lambda: stream.readline(LINE_BYTES), b""):
         line = raw.decode(errors="replace").rstrip("\n")
         with lock:
-            out.write(f"[{label}] {line}\n")
+            out.write(f"[{label}] {'... ' if continued else ''}{line}\n")
             out.flush()
+        continued = not raw.endswith(b"\n")
     stream.close()
 
 
