@@ -7,13 +7,16 @@ commands by their stamps (the node's decision time), never by fixed sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
+import subprocess
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pytest
@@ -315,6 +318,34 @@ def test_a_pixel_policy_drives_the_simulated_robot_from_compressed_images(
     assert "Traceback" not in text, text
 
 
+@contextlib.contextmanager
+def _pixel_policy_beside(
+    robot: StandInRobot, period: float, policy: Path, domain: int, plog: IO[str], log_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """policy_node on the pixel policy (ONNX, servo twists) while a thread publishes the stand-in
+    robot's samples every ``period``; both stopped afterwards, the node exiting cleanly."""
+    stop = threading.Event()
+
+    def publish() -> None:
+        while not stop.wait(period):
+            robot.publish()
+
+    pol = start_node(
+        "policy_node",
+        {"policy": str(policy), "runtime": "onnx", "command_type": "servo_twist"},
+        domain,
+        log=plog,
+    )
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    try:
+        yield pol
+    finally:
+        stop.set()
+        publisher.join(timeout=2.0)
+        assert stop_node(pol, timeout=30.0) == 0, log_path.read_text()  # exiting takes seconds under load
+
+
 def test_a_stale_camera_trips_the_watchdog_as_a_stale_state_topic(tmp_path: Path, pixel_policy: Path) -> None:
     """A robot whose state keeps coming but whose cameras fall silent is held: every command decided
     more than the watchdog timeout after the last image is a stop; images back, the arm moves again.
@@ -336,21 +367,7 @@ def test_a_stale_camera_trips_the_watchdog_as_a_stale_state_topic(tmp_path: Path
         ]
         robot = StandInRobot(node, cfg, "raw", command_type="servo_twist")
         endpoints += list(robot.pubs.values())
-        stop = threading.Event()
-
-        def publish() -> None:  # samples at 50 Hz, the task's control rate
-            while not stop.wait(cfg.control_dt):
-                robot.publish()
-
-        pol = start_node(
-            "policy_node",
-            {"policy": str(pixel_policy), "runtime": "onnx", "command_type": "servo_twist"},
-            domain,
-            log=plog,
-        )
-        publisher = threading.Thread(target=publish, daemon=True)
-        publisher.start()
-        try:
+        with _pixel_policy_beside(robot, cfg.control_dt, pixel_policy, domain, plog, log_path) as pol:
             wait_for_matches(endpoints, timeout=120, processes=[pol])
             wait_until(lambda: commands.moving_after(0.0), 60, "no command moved the arm")
 
@@ -373,10 +390,6 @@ def test_a_stale_camera_trips_the_watchdog_as_a_stale_state_topic(tmp_path: Path
             wait_until(
                 lambda: commands.moving_after(t_back), 30, "the arm did not move again with its camera back"
             )
-        finally:
-            stop.set()
-            publisher.join(timeout=2.0)
-            assert stop_node(pol, timeout=30.0) == 0, log_path.read_text()  # exiting takes seconds under load
     text = log_path.read_text()
     assert "camera wrist: resizing 96x72 frames to the policy's 64x64 by area averaging" in text, text
     assert text.count("resizing 96x72") == 2  # once per camera, not once per frame
@@ -400,29 +413,11 @@ def test_a_camera_that_never_arrives_is_named_and_nothing_is_commanded(
         robot = StandInRobot(node, cfg, "raw", command_type="servo_twist")
         robot.cameras = False  # from the start: the camera driver never came up
         endpoints += [p for t, p in robot.pubs.items() if t not in robot.camera_topics]
-        stop = threading.Event()
-
-        def publish() -> None:
-            while not stop.wait(cfg.control_dt):
-                robot.publish()
-
-        pol = start_node(
-            "policy_node",
-            {"policy": str(pixel_policy), "runtime": "onnx", "command_type": "servo_twist"},
-            domain,
-            log=plog,
-        )
-        publisher = threading.Thread(target=publish, daemon=True)
-        publisher.start()
-        try:
+        with _pixel_policy_beside(robot, cfg.control_dt, pixel_policy, domain, plog, log_path) as pol:
             wait_for_matches(endpoints, timeout=120, processes=[pol])
             wait_until(
                 lambda: "nothing received yet on" in log_path.read_text(), 60, "no missing-topic warning"
             )
-        finally:
-            stop.set()
-            publisher.join(timeout=2.0)
-            assert stop_node(pol, timeout=30.0) == 0, log_path.read_text()
     line = next(x for x in log_path.read_text().splitlines() if "nothing received yet on" in x)
     waited = line.split("nothing received yet on", 1)[1].split("; no command")[0]
     assert "/cameras/wrist/image_raw (sensor_msgs/Image)" in waited, line
