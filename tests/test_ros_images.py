@@ -321,7 +321,7 @@ def test_a_pixel_policy_drives_the_simulated_robot_from_compressed_images(
 @contextlib.contextmanager
 def _pixel_policy_beside(
     robot: StandInRobot, period: float, policy: Path, domain: int, plog: IO[str], log_path: Path
-) -> Iterator[subprocess.Popen[bytes]]:
+) -> Iterator[subprocess.Popen[str]]:
     """policy_node on the pixel policy (ONNX, servo twists) while a thread publishes the stand-in
     robot's samples every ``period``; both stopped afterwards, the node exiting cleanly."""
     stop = threading.Event()
