@@ -431,3 +431,46 @@ def test_stats_follow_lerobot_formulas(recorded: tuple[Path, list[list[dict]]]) 
             np.testing.assert_allclose(
                 stats[key][s], expected[s], rtol=1e-9, atol=1e-12, err_msg=f"{key} {s}"
             )
+
+
+def test_a_non_finite_frame_is_refused_and_spoils_only_its_episode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NaN or infinity in an observation, the action or the reward is refused in one line naming it
+    (written, it would make the dataset's statistics NaN); through EpisodeWriter, the training runs'
+    and recorders' writer, that world's episode is dropped with a warning and every other is saved."""
+    from robolearn.data.episodes import EpisodeWriter
+    from robolearn.data.format import NonFiniteFrameError
+
+    root = tmp_path / "ds"
+    writer = DatasetWriter.create(
+        root, repo_id="t/x", fps=50, robot_type="panda", obs_shapes=SHAPES, obs_names=None,
+        action_names=["a", "b"], image_shape=None,
+    )  # fmt: skip
+    f = _frames(1, 0, False)[0]
+    flags = (False, False, False)
+    with pytest.raises(NonFiniteFrameError, match=r"^the action is not finite \(\[nan"):
+        writer.add_frame(f["obs"], np.array([np.nan, 0.0]), 0.0, *flags)
+    with pytest.raises(NonFiniteFrameError, match=r"^observation 'pos' is not finite"):
+        writer.add_frame({**f["obs"], "pos": np.array([0.0, np.inf, 0.0])}, f["action"], 0.0, *flags)
+    with pytest.raises(NonFiniteFrameError, match=r"^the reward is not finite"):
+        writer.add_frame(f["obs"], f["action"], float("nan"), *flags)
+
+    episodes = EpisodeWriter(writer, "pick", num_worlds=2)
+    frames = _frames(6, 1, terminal=True)
+    with caplog.at_level("WARNING", logger="robolearn.data.episodes"):
+        for t, g in enumerate(frames):
+            for world in (0, 1):
+                action = np.array([np.nan, 0.0]) if (world, t) == (0, 2) else g["action"]
+                episodes.add_frame(world, g["obs"], action, g["reward"], g["success"], g["terminated"], False)
+    assert episodes.end_episode(0) is None and episodes.end_episode(1) == 0
+    assert "world 0's episode is not saved: the action is not finite" in caplog.text
+    for g in frames:  # world 0's next episode is whole again
+        episodes.add_frame(0, g["obs"], g["action"], g["reward"], g["success"], g["terminated"], False)
+    assert episodes.end_episode(0) == 1
+    assert (episodes.episodes_written, episodes.episodes_dropped) == (2, 1)
+    episodes.close()
+    data = read_dataset(root)
+    assert len(data.episodes) == 2 and not validate_dataset(root)
+    stats = json.loads((root / "meta/stats.json").read_text())
+    assert all(np.isfinite(np.asarray(v, dtype=float)).all() for s in stats.values() for v in s.values())

@@ -463,7 +463,7 @@ def test_bench_sim_gpu_part_runs_on_warps_cpu_device(cuda_strict_tensors: None) 
     rows, summary = run_sim_bench(cfg)
     summary = json.loads(json.dumps(summary))  # the last line of the command: JSON
     assert summary["gpu_device"] == "Warp CPU device" and summary["gpu_world_counts"] == [2]
-    for key in ("gpu_env_steps_per_s", "gpu_raw_steps_per_s", "gpu_vs_raw_by_task"):
+    for key in ("gpu_env_steps_per_s", "gpu_raw_steps_per_s", "gpu_vs_raw_by_task", "gpu_setup_seconds"):
         assert set(summary[key]) == set(tasks) and all(v["2"] > 0 for v in summary[key].values()), key
     by_task = summary["gpu_vs_raw_by_task"]
     assert summary["gpu_vs_raw"] == min(v["2"] for v in by_task.values())

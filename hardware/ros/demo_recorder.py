@@ -224,6 +224,8 @@ class DemoRecorderNode:
                 0, episode.last_obs, episode.last_action, last_reward, success, terminated, True
             )
             index = self.writer.end_episode()
+            if index is None:  # a frame was not finite: the writer said so, and nothing was saved
+                continue
             log.info("saved episode %d: %d frames, success %s", index, length, success)
             self.saved += 1
             if self.p.episodes and self.saved >= self.p.episodes:

@@ -111,11 +111,15 @@ def raw_stepper(sim: Any, substeps: int) -> Callable[[], None]:
     return lambda: wp.capture_launch(graph)
 
 
-def _task_rates(task: str, num_worlds: int, seconds: float, seed: int) -> tuple[float, float]:
-    """(environment steps/s, raw MuJoCo Warp steps/s) of one task at ``num_worlds`` worlds."""
+def _task_rates(
+    task: str, num_worlds: int, seconds: float, seed: int, say: Callable[[str], None]
+) -> tuple[float, float, float]:
+    """(environment steps/s, raw MuJoCo Warp steps/s, seconds to the first step's end) of one task at
+    ``num_worlds`` worlds, each said as soon as it is measured: a run cut short still tells."""
     import torch
     import warp as wp
 
+    start = time.perf_counter()
     worlds = TaskWorlds(task, "mujoco_warp", num_worlds, seed=seed)
     try:
         xp, device, sim = worlds.xp, worlds.device, cast(Any, worlds.sim)
@@ -134,13 +138,21 @@ def _task_rates(task: str, num_worlds: int, seconds: float, seed: int) -> tuple[
         def sync() -> None:
             wp.synchronize_device(sim.wp_device)
 
+        # The first step loads Warp's kernels (compiles them where its cache is empty: minutes on a
+        # fresh machine), so it is timed apart from the rates.
+        env_step()
+        sync()
+        setup = time.perf_counter() - start
+        say(f"gpu {task}, {num_worlds} worlds: built, reset and first step in {setup:.1f} s")
         env = _rate(env_step, seconds, sync) * num_worlds
+        say(f"gpu {task}, {num_worlds} worlds: robolearn {env:,.0f} env steps/s")
         # The raw contender drives the same worlds with the controls of the same actions.
         sim.mj_field("ctrl")[:] = worlds.cfg.action.to_controls(worlds, actions, **worlds.cfg.action.params)
         raw = _rate(raw_stepper(sim, worlds.cfg.substeps), seconds, sync) * num_worlds
+        say(f"gpu {task}, {num_worlds} worlds: raw mujoco_warp {raw:,.0f} steps/s ({env / raw:.2f})")
     finally:
         worlds.close()
-    return env, raw
+    return env, raw, setup
 
 
 def gpu_sim_part(
@@ -166,12 +178,13 @@ def gpu_sim_part(
     env_rates: dict[str, dict[str, float]] = {}
     raw_rates: dict[str, dict[str, float]] = {}
     ratios: dict[str, dict[str, float]] = {}
+    setups: dict[str, dict[str, float]] = {}
     with on_warp_device(device):
         for task in chosen:
-            env_rates[task], raw_rates[task], ratios[task] = {}, {}, {}
+            env_rates[task], raw_rates[task], ratios[task], setups[task] = {}, {}, {}, {}
             for n in world_counts:
                 say(f"gpu {task}: {n} worlds on {name}")
-                env, raw = _task_rates(task, n, seconds, seed)
+                env, raw, setups[task][str(n)] = _task_rates(task, n, seconds, seed, say)
                 env_rates[task][str(n)], raw_rates[task][str(n)] = env, raw
                 ratios[task][str(n)] = env / raw
                 # In the shared table's columns (robolearn.bench.report): ref/this on the raw row
@@ -190,6 +203,8 @@ def gpu_sim_part(
         "gpu_env_steps_per_s": env_rates,
         "gpu_raw_steps_per_s": raw_rates,
         "gpu_vs_raw_by_task": ratios,
+        # Worlds built, reset and stepped once: Warp's kernel compilation where its cache was empty.
+        "gpu_setup_seconds": setups,
         # The headline: the lowest ratio of any task at any world count.
         "gpu_vs_raw": min((r for by_n in ratios.values() for r in by_n.values()), default=None),
         "gpu_vs_raw_goal": GPU_VS_RAW_GOAL,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from robolearn.data.format import Array
+from robolearn.data.format import Array, NonFiniteFrameError
 from robolearn.data.writer import DatasetWriter, Frame
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,11 @@ class EpisodeWriter:
         self.task = task
         self.episode_meta = dict(episode_meta or {})
         self._frames: list[list[Frame]] = [[] for _ in range(num_worlds)]
+        self._spoiled = [False] * num_worlds
         self.episodes_written = 0
         """Episodes saved through this writer."""
+        self.episodes_dropped = 0
+        """Episodes not saved because a frame held NaN or infinity."""
 
     @property
     def num_episodes(self) -> int:
@@ -72,7 +75,9 @@ class EpisodeWriter:
                 None if images is None else _world(images, i),
             )
             if ended[i]:
-                saved.append(self.end_episode(i))
+                index = self.end_episode(i)
+                if index is not None:
+                    saved.append(index)
         return saved
 
     def add_frame(
@@ -86,20 +91,35 @@ class EpisodeWriter:
         is_intervention: bool,
         image: Array | Mapping[str, Array] | None = None,
     ) -> None:
-        """One step of one world (no world axis), checked against the dataset's features now."""
-        frame = self.writer.check_frame(obs, action, reward, success, terminated, is_intervention, image)
+        """One step of one world (no world axis), checked against the dataset's features now.
+
+        A frame with NaN or infinity spoils its episode: the episode is not saved (it would poison the
+        dataset's statistics), said once with what was not finite, and the others go on."""
+        if self._spoiled[world]:
+            return
+        try:
+            frame = self.writer.check_frame(obs, action, reward, success, terminated, is_intervention, image)
+        except NonFiniteFrameError as exc:
+            log.warning("%s: world %d's episode is not saved: %s", self.writer.root, world, exc)
+            self._spoiled[world], self._frames[world] = True, []
+            return
         self._frames[world].append(frame)
 
-    def end_episode(self, world: int = 0) -> int:
-        """Save the episode of ``world`` (crash-safe) and start its next one; returns its index."""
+    def end_episode(self, world: int = 0) -> int | None:
+        """Save the episode of ``world`` (crash-safe) and start its next one; returns its index, None
+        for an episode not saved because a frame was not finite."""
         frames, self._frames[world] = self._frames[world], []
+        if self._spoiled[world]:
+            self._spoiled[world] = False
+            self.episodes_dropped += 1
+            return None
         index = self.writer.save_frames(frames, self.task, self.episode_meta)
         self.episodes_written += 1
         return index
 
     def discard(self, world: int = 0) -> None:
         """Drop the frames of the episode in progress of ``world`` (re-recording it, or quitting)."""
-        self._frames[world] = []
+        self._frames[world], self._spoiled[world] = [], False
 
     def close(self) -> None:
         """Close the dataset; episodes still in progress are dropped (the dataset holds whole ones)."""
@@ -107,6 +127,7 @@ class EpisodeWriter:
         if unsaved:
             log.info("%s: %d frames of unfinished episodes are dropped", self.writer.root, unsaved)
         self._frames = [[] for _ in self._frames]
+        self._spoiled = [False] * len(self._frames)
         self.writer.close()
 
     def __enter__(self) -> EpisodeWriter:

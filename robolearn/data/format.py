@@ -76,6 +76,11 @@ class DatasetError(CorruptFileError):
     """A dataset that is missing, malformed or damaged, or a request it cannot serve; names the file."""
 
 
+class NonFiniteFrameError(DatasetError):
+    """A frame with NaN or infinity in an observation, the action or the reward: written, it would
+    turn the dataset's statistics (LeRobot's stats.json, a learner's normalization) into NaN."""
+
+
 def next_file(chunk: int, file: int) -> tuple[int, int]:
     """The (chunk, file) index after this one."""
     return (chunk + 1, 0) if file == CHUNKS_SIZE - 1 else (chunk, file + 1)

@@ -50,6 +50,7 @@ from robolearn.data.format import (
     VIDEO_PATH,
     Array,
     DatasetError,
+    NonFiniteFrameError,
     arrow_column,
     flag_feature,
     next_file,
@@ -326,6 +327,10 @@ class DatasetWriter:
         action_shape = tuple(self._meta.features[ACTION]["shape"])
         if act.shape != action_shape:
             raise DatasetError(f"action has shape {act.shape}; this dataset records {action_shape}")
+        values = {**{f"observation {k!r}": v for k, v in frame_obs.items()}, "the action": act}
+        for what, value in (*values.items(), ("the reward", np.float32(reward))):
+            if not np.isfinite(value).all():
+                raise NonFiniteFrameError(f"{what} is not finite ({np.array2string(value, threshold=8)})")
         images = self._check_images(image)
         return Frame(
             frame_obs, act, float(reward), bool(success), bool(terminated), bool(is_intervention), images

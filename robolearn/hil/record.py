@@ -410,7 +410,8 @@ class Recorder:
                     next_tick = time.monotonic()
         assert pending is not None  # the first iteration either returned or stepped
         writer.add_frame(0, **pending)
-        writer.end_episode()
+        if writer.end_episode() is None:  # a frame was not finite: said, not saved, recorded again
+            return "rerecord"
         p.saved += 1
         p.successes += success
         p.frames += p.step
