@@ -327,8 +327,9 @@ class DatasetWriter:
         action_shape = tuple(self._meta.features[ACTION]["shape"])
         if act.shape != action_shape:
             raise DatasetError(f"action has shape {act.shape}; this dataset records {action_shape}")
-        values = {**{f"observation {k!r}": v for k, v in frame_obs.items()}, "the action": act}
-        for what, value in (*values.items(), ("the reward", np.float32(reward))):
+        values: dict[str, Any] = {f"observation {k!r}": v for k, v in frame_obs.items()}
+        values |= {"the action": act, "the reward": np.float32(reward)}
+        for what, value in values.items():
             if not np.isfinite(value).all():
                 raise NonFiniteFrameError(f"{what} is not finite ({np.array2string(value, threshold=8)})")
         images = self._check_images(image)
