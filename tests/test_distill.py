@@ -125,6 +125,13 @@ def test_dagger_from_cameras_exports_a_pixel_policy(tmp_path: Path) -> None:
         assert deployed.act_batch(obs).shape == (1, 4) and np.isfinite(deployed.act_batch(obs)).all()
     finally:
         env.close()
+    # The run exports again, to ONNX too, from the weights it kept (robolearn export RUN --onnx).
+    from robolearn.cli.export import ExportCmd, run_export
+
+    run_dir = Path(summary["policy_dir"]).parent
+    run_export(ExportCmd(run_dir, out=tmp_path / "again", onnx=True))
+    again = load_exported(tmp_path / "again", runtime="onnx")
+    np.testing.assert_allclose(again.act_batch(obs), deployed.act_batch(obs), atol=1e-4)
 
 
 def test_distilling_a_pixel_task_without_a_teacher_is_refused(tmp_path: Path) -> None:

@@ -159,8 +159,10 @@ class _PixelStudent:
         return self.student.act
 
     def save(self, run_dir: Path, env_steps: int, rounds: int, task: TaskCfg) -> dict[str, Any]:
-        from robolearn.policy.pixel_export import export_pixel_policy
+        from robolearn.policy.pixel_export import export_pixel_policy, save_pixel_policy
 
+        # The weights too, as a DrQ run keeps them: ``robolearn export RUN`` (with --onnx) exports again.
+        save_pixel_policy(self.student, task, run_dir)
         folder = export_pixel_policy(self.student, task, run_dir / "policy", source=f"distill:{run_dir.name}")
         return {"policy_dir": str(folder)}
 
