@@ -233,3 +233,48 @@ def test_noise_and_device_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--device none: nothing would drive"):
         record(_cmd(out, device="none"))
     assert not out.exists()
+
+
+def _reach_with_nan_expert(poisoned: Any) -> Any:
+    """panda_reach whose scripted expert answers NaN on the calls ``poisoned(call)`` picks."""
+    import dataclasses
+
+    base = make_task_cfg("panda_reach")
+    assert base.expert is not None
+    calls = [0]
+
+    def expert(cfg: Any) -> Any:
+        inner = base.expert(cfg)  # type: ignore[misc]
+
+        def act(obs: Any) -> Any:
+            calls[0] += 1
+            action = np.array(inner(obs), dtype=np.float64)
+            return np.full_like(action, np.nan) if poisoned(calls[0]) else action
+
+        return act
+
+    return lambda: dataclasses.replace(base, name="reach_nan", expert=expert)
+
+
+def test_an_episode_with_a_nan_action_is_recorded_again_and_a_nan_device_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One NaN action spoils its episode: it is not saved (it would make the dataset's statistics
+    NaN), said in a warning, and recorded again; a device that only answers NaN ends the recording
+    with one line after three such episodes, the episodes saved before it kept."""
+    from robolearn import tasks
+
+    monkeypatch.setitem(tasks._USER, "reach_nan", _reach_with_nan_expert(lambda call: call == 15))
+    out = tmp_path / "demos"
+    with caplog.at_level("WARNING"):
+        summary = record(_cmd(out, task="reach_nan", episodes=2, max_steps=10))
+    assert summary["episodes_saved"] == 2 and summary["rerecorded"] == 1
+    assert "episode is not saved: the action is not finite" in caplog.text
+    ds = read_dataset(out)
+    assert len(ds.episodes) == 2 and validate_dataset(out) == []
+    assert all(np.isfinite(ds.episode_frames(ep)[ACTION]).all() for ep in range(2))
+
+    monkeypatch.setitem(tasks._USER, "reach_nan", _reach_with_nan_expert(lambda call: call > 10))
+    with pytest.raises(RecordError, match=r"^3 episodes in a row held NaN or infinity .*; 1 saved$"):
+        record(_cmd(tmp_path / "nan", task="reach_nan", episodes=3, max_steps=10))
+    assert len(read_dataset(tmp_path / "nan").episodes) == 1

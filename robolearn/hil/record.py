@@ -61,7 +61,11 @@ from robolearn.teleop.scripted import InterventionSchedule
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["saved", "rerecord", "quit"]
+Outcome = Literal["saved", "rerecord", "dropped", "quit"]
+
+DROPPED_IN_A_ROW = 3
+"""Episodes in a row not saved for a non-finite frame before recording stops: the device or policy
+then produces NaN or infinity, and recording again would never end."""
 
 FRONT = "front"
 """Camera name of the viewer's render (``--camera``)."""
@@ -311,6 +315,7 @@ class Recorder:
                 episode_meta={"robolearn/policy": cmd.policy, "robolearn/action_noise": cmd.action_noise},
             )
             stack.callback(writer.close)
+            dropped = 0
             while self.progress.saved < cmd.episodes:
                 index = writer.num_episodes
                 seed = int(np.random.SeedSequence([cmd.seed, index]).generate_state(1)[0])
@@ -318,7 +323,13 @@ class Recorder:
                 if outcome == "quit":
                     quit_early = True
                     break
-                if outcome == "rerecord":
+                dropped = dropped + 1 if outcome == "dropped" else 0
+                if dropped >= DROPPED_IN_A_ROW:
+                    raise RecordError(
+                        f"{dropped} episodes in a row held NaN or infinity (the warnings name the values): "
+                        f"the device or policy produces non-finite actions; {self.progress.saved} saved"
+                    )
+                if outcome in ("rerecord", "dropped"):
                     self.progress.rerecorded += 1
                     log.info("episode %d discarded: re-recording it", index)
         p = self.progress
@@ -411,7 +422,7 @@ class Recorder:
         assert pending is not None  # the first iteration either returned or stepped
         writer.add_frame(0, **pending)
         if writer.end_episode() is None:  # a frame was not finite: said, not saved, recorded again
-            return "rerecord"
+            return "dropped"
         p.saved += 1
         p.successes += success
         p.frames += p.step
