@@ -381,7 +381,7 @@ def test_a_list_of_seeds_seeds_the_worlds_by_every_element() -> None:
     the reset (only the first was read before), and a list of the wrong length is one clear error."""
     env = TaskEnv("panda_pick_cube", "mujoco_batch", 3, seed=0)
     first = env.reset(seed=[1, 2, 3])[0]["cube_pos"].copy()
-    again = env.reset(seed=[1, 2, 3])[0]["cube_pos"]
+    again = env.reset(seed=list(np.arange(1, 4)))[0]["cube_pos"]  # numpy's ints are ints too
     changed = env.reset(seed=[1, 2, 4])[0]["cube_pos"]
     np.testing.assert_array_equal(first, again)
     assert not np.allclose(first, changed)

@@ -188,3 +188,6 @@ def test_a_resumed_runs_config_is_the_saved_one(tmp_path: Path) -> None:
     (run / "config.json").write_text(json.dumps(saved | {"warp_drive": True}))
     with pytest.raises(CorruptFileError, match=r"config.json: TrainCfg has no fields \['warp_drive'\]"):
         _load_run_cfg(run, None)
+    (run / "config.json").write_text("[1, 2]")
+    with pytest.raises(CorruptFileError, match=r"config\.json holds no object of settings"):
+        _load_run_cfg(run, None)

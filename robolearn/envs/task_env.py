@@ -128,12 +128,13 @@ class TaskEnv(TaskWorlds, VectorEnv):
         streams, so a list seeds them as a whole: the same list resets the same way, and a change to
         any of its seeds changes the reset (its first alone did before)."""
         if isinstance(seed, (list, tuple)):
-            if len(seed) != self.num_envs or not all(isinstance(s, int) and s >= 0 for s in seed):
+            whole = all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in seed)
+            if len(seed) != self.num_envs or not whole:
                 raise TaskError(
                     f"reset(seed=...): a list needs one non-negative int per world ({self.num_envs}); "
                     f"got {seed!r}"
                 )
-            self.reseed(list(seed))
+            self.reseed([int(s) for s in seed])
         elif seed is not None:
             self.reseed(seed)
         mask = None if options is None else options.get("reset_mask")

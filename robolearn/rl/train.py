@@ -151,6 +151,8 @@ def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
         saved = json.loads((run_dir / "config.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise CorruptFileError(f"--resume {run_dir}: no readable config.json ({exc})") from None
+    if not isinstance(saved, dict):
+        raise CorruptFileError(f"--resume {run_dir}: config.json holds no object of settings")
     saved["resume"] = str(run_dir)
     if steps is not None:
         saved["steps"] = steps
