@@ -150,8 +150,8 @@ class _MujocoBase:
         except KeyError:
             raise SimError(f"unknown frame {name!r}; frames: {sorted(self.index.frames)}") from None
 
-    def _joint_addr(self, joints: Sequence[str], dofs: bool) -> IntArray:
-        """qpos (or, with ``dofs``, qvel) addresses of joints, resolved once per joint tuple."""
+    def _host_joint_addr(self, joints: Sequence[str], dofs: bool) -> IntArray:
+        """qpos (or, with ``dofs``, qvel) addresses of joints in numpy, resolved once per joint tuple."""
         key = (dofs, tuple(joints))
         cols = self._joint_cols.get(key)
         if cols is None:
@@ -162,6 +162,9 @@ class _MujocoBase:
                 raise SimError(f"unknown joint {exc.args[0]!r}; joints: {sorted(table)}") from None
             self._joint_cols[key] = cols
         return cols
+
+    # The addresses that index the backend's arrays: these, here; a device backend's, on its device.
+    _joint_addr = _host_joint_addr
 
     def _frame_view(self, kind: str, name: str) -> FloatArray:
         """The live (num_worlds, k) rows of ``sensordata`` holding one frame quantity."""
@@ -195,8 +198,7 @@ class _MujocoBase:
         if view is not None:
             return view
         field = "qvel" if dofs else "qpos"
-        # Contiguity from the host addresses: a device backend's own _joint_addr gives a device tensor.
-        host = _MujocoBase._joint_addr(self, joints, dofs)
+        host = self._host_joint_addr(joints, dofs)  # contiguity is read on the host
         if len(host) and (np.diff(host) == 1).all():
             view = self._joint_views[key] = self._data(field)[:, int(host[0]) : int(host[-1]) + 1]
             return view

@@ -160,7 +160,7 @@ class MujocoWarpBackend(_MujocoBase):
         key = (dofs, tuple(joints))
         cols = self._cols.get(key)
         if cols is None:
-            cols = self._cols[key] = self._ids(super()._joint_addr(joints, dofs))
+            cols = self._cols[key] = self._ids(self._host_joint_addr(joints, dofs))
         return cols
 
     def set_joint_state(self, ids: Any, joints: Sequence[str], pos: Any, vel: Any | None = None) -> None:
