@@ -25,7 +25,7 @@ from robolearn.tasks.core import (
     TaskCfg,
     TaskEnvView,
 )
-from robolearn.tasks.robots.arm import ee_target_offset, servo_step
+from robolearn.tasks.robots.arm import ee_target_offset, target_servo_step
 from robolearn.tasks.robots.panda import (
     ARM_JOINTS,
     FINGER_JOINTS,
@@ -70,7 +70,8 @@ def cube_fell_off(env: TaskEnvView) -> np.ndarray:
 
 
 class PickExpert:
-    """Approach over the cube, descend, close, lift, all from the observation alone."""
+    """Approach over the cube, descend, close, lift, all from the observation alone (observations up
+    to 80 ms late included)."""
 
     def __init__(self, cfg: TaskCfg) -> None:
         self.max_step = cfg.action.high[0]
@@ -89,7 +90,9 @@ class PickExpert:
         target[around_cube] = 0.0
         target[grasped] = [0.0, 0.0, 1.0]
         gripper = np.where(around_cube | grasped, 0.0, MAX_OPENING)
-        delta = servo_step(target, obs["ee_vel"].astype(np.float64), self.max_step)
+        # The impedance target, not the tool, is servoed: a robot's late observations (40 ms in
+        # `robolearn bench finetune`) would make a servo on the measured tool oscillate.
+        delta = target_servo_step(target, obs["ee_target_offset"].astype(np.float64), self.max_step)
         return np.concatenate([delta, gripper[:, None]], axis=1)
 
 

@@ -90,7 +90,11 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         episodes=2,
         work_dir=tmp_path,
     )
-    rows, summary = run_finetune_bench(cfg)
+    said: list[str] = []
+    rows, summary = run_finetune_bench(cfg, said.append)
+    # The long runs (pretraining, each robot run) show their progress.
+    for run in ("pretrained-arm", "finetuned", "scratch"):
+        assert any(line.startswith(f"{run}: ") and " steps, " in line for line in said), (run, said)
     for key in ("zero_shot_success", "finetuned_success", "scratch_success", "robot_minutes", "goal_met"):
         assert key in summary
     assert 0 < summary["finetuned_minutes"] <= 0.1 + 1e-9

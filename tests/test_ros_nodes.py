@@ -521,3 +521,37 @@ def test_policy_node_parameters_are_checked() -> None:
         PolicyNodeParams(policy="scripted:panda_reach", runtime="tensorrt").check()
     with pytest.raises(RosParameterError, match="trigger 'tick' is not one of timer, observation"):
         PolicyNodeParams(policy="scripted:panda_reach", trigger="tick").check()
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie waiting for its new parent counts as exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_a_node_stops_when_the_process_that_started_it_is_killed(domain: int) -> None:
+    """A benchmark or trainer killed outright (SIGKILL, an OOM kill) leaves no robot node stepping on."""
+    script = (
+        "import sys, time\n"
+        "from robolearn.hardware.ros.harness import start_node\n"
+        f"node = start_node('sim_robot_node', {{'task': 'panda_reach'}}, {domain})\n"
+        "print(node.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        time.sleep(3.0)  # most likely past the node's start-up (either way it must stop)
+        assert not _gone(child), "the node did not start"
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 60.0
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _gone(child), f"sim_robot_node {child} runs on after its parent was killed"

@@ -33,6 +33,11 @@ ROS_ENV_DEFAULTS = {
     "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
 }
 """Environment variables set (if unset) before rclpy is first imported."""
+PARENT_PID_ENV = "ROBOLEARN_PARENT_PID"
+"""Set by whoever starts a node as its child (:func:`robolearn.hardware.ros.harness.start_node`):
+the node stops when that process dies, however it dies (:func:`stop_with_parent`)."""
+_PR_SET_PDEATHSIG = 1
+"""prctl(2)'s option: the signal this process gets when its parent dies."""
 
 
 class RosUnavailableError(RobolearnError):
@@ -131,6 +136,26 @@ def make_executor(context: Any = None) -> Any:
     return EventsExecutor(context=context)
 
 
+def stop_with_parent() -> None:
+    """Under :data:`PARENT_PID_ENV`: get SIGINT (as Ctrl-C, so the node closes its bag and robot)
+    when the process that started this one dies, even by SIGKILL, instead of running on as an
+    orphan that keeps a simulated robot stepping and its DDS ports open. Linux only (prctl)."""
+    parent = os.environ.get(PARENT_PID_ENV)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0) != 0:
+        logging.getLogger(__name__).warning(
+            "prctl(PR_SET_PDEATHSIG) failed: %s", os.strerror(ctypes.get_errno())
+        )
+        return
+    if str(os.getppid()) != parent:  # it died before the prctl: nobody will send the signal
+        raise SystemExit(f"the process that started this node ({parent}) is gone: not starting")
+
+
 def run_node(name: str, params_cls: type, node_cls: Any, argv: Sequence[str] | None) -> None:
     """Start rclpy, build the node from its parameters and spin until it is done or interrupted.
 
@@ -138,10 +163,13 @@ def run_node(name: str, params_cls: type, node_cls: Any, argv: Sequence[str] | N
     """
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
     try:
+        stop_with_parent()
         ros = rclpy()
     except RobolearnError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:  # before there is a node to close (the parent died at once)
+        return
     from rclpy.executors import ExternalShutdownException
 
     ros.init(args=list(argv) if argv is not None else sys.argv)

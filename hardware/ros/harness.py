@@ -28,7 +28,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from robolearn.hardware.ros._rclpy import ROS_ENV_DEFAULTS, apply_env_defaults, make_executor, rclpy
+from robolearn.hardware.ros._rclpy import (
+    PARENT_PID_ENV,
+    ROS_ENV_DEFAULTS,
+    apply_env_defaults,
+    make_executor,
+    rclpy,
+)
 
 NODES = {
     "policy_node": "robolearn.hardware.ros.policy_node",
@@ -70,14 +76,16 @@ def start_node(
     remap: Mapping[str, str] | None = None,
     log: IO[str] | None = None,
 ) -> subprocess.Popen[str]:
-    """Start one of :data:`NODES` with ``--ros-args -p name:=value -r from:=to``."""
+    """Start one of :data:`NODES` with ``--ros-args -p name:=value -r from:=to``; it stops when this
+    process dies (:func:`~robolearn.hardware.ros._rclpy.stop_with_parent`)."""
     cmd = [sys.executable, "-m", NODES[executable], "--ros-args"]
     for name, value in params.items():
         cmd += ["-p", f"{name}:={ros_arg(value)}"]
     for src, dst in (remap or {}).items():
         cmd += ["-r", f"{src}:={dst}"]
+    env = node_env(domain_id) | {PARENT_PID_ENV: str(os.getpid())}
     return subprocess.Popen(
-        cmd, env=node_env(domain_id), stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True
+        cmd, env=env, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True
     )
 
 

@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robolearn.bench.config import FinetuneBenchCfg, TransferBenchCfg
 from robolearn.bench.report import format_table, machine_info, versions
@@ -42,6 +42,9 @@ from robolearn.eval.stats import difference_of_proportions_ci
 from robolearn.rl.config import OfflineConfig, TrainCfg
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.sim_params import IdentifiedParam, SimParams, save_sim_params
+
+if TYPE_CHECKING:
+    from robolearn.rl.train import RunState
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,26 @@ def gap_params(embodiment: str, task: str, strength: float) -> SimParams:
         for name, value in GAPS[embodiment].items()
     }
     return SimParams(robot, params, source={"what": f"robolearn bench finetune: gap strength {strength:g}"})
+
+
+class _TrainProgress:
+    """A ``train`` progress hook for the bench's long runs: a line at the first report, then one every
+    ``every_s`` seconds (steps done of the total, recent episodes' success, critic updates per second)."""
+
+    def __init__(self, label: str, total: int, say: Callable[[str], None], every_s: float = 30.0) -> None:
+        self.label, self.total, self.say, self.every_s = label, total, say, every_s
+        self.last = -math.inf
+
+    def __call__(self, state: RunState, live: dict[str, float]) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        success = live.get("success", math.nan)
+        self.say(
+            f"{self.label}: {state.env_steps:,} of {self.total:,} steps, {state.episodes} episodes, "
+            f"recent success {success:.0%}, {live['updates_per_s']:.0f} critic updates/s"
+        )
 
 
 def _tasks(cfg: FinetuneBenchCfg) -> dict[str, str]:
@@ -143,7 +166,13 @@ def _gapped_robot(
 
 
 def _train_on_robot(
-    cfg: FinetuneBenchCfg, task: str, gap: dict[str, object], folder: Path, name: str, init_from: Path | None
+    cfg: FinetuneBenchCfg,
+    task: str,
+    gap: dict[str, object],
+    folder: Path,
+    name: str,
+    init_from: Path | None,
+    progress: Callable[[str], None],
 ) -> tuple[Path, dict[str, Any]]:
     """``robolearn train --robot ros`` for at most the robot budget; the run folder and its summary."""
     from robolearn.rl.train import train
@@ -171,17 +200,20 @@ def _train_on_robot(
         video=False,
     )
     with _gapped_robot(cfg, task, gap, folder, name):
-        summary = train(run)
+        summary = train(run, _TrainProgress(name, steps, progress))
     return Path(summary["run_dir"]), summary
 
 
-def _pretrained(cfg: FinetuneBenchCfg, embodiment: str, task: str, folder: Path) -> tuple[Path, float | None]:
+def _pretrained(
+    cfg: FinetuneBenchCfg, embodiment: str, task: str, folder: Path, progress: Callable[[str], None]
+) -> tuple[Path, float | None]:
     """The MuJoCo run: given, or trained here; its run folder and simulation success (if known)."""
     given = cfg.pretrained if embodiment == "arm" else cfg.pretrained_car
     if given is not None:
         return given, None
     from robolearn.rl.train import train
 
+    progress(f"{embodiment}: pretraining {task} in MuJoCo, {cfg.pretrain_steps:,} steps")
     summary = train(
         TrainCfg(
             task=task,
@@ -195,7 +227,8 @@ def _pretrained(cfg: FinetuneBenchCfg, embodiment: str, task: str, folder: Path)
             eval_every=cfg.pretrain_steps,
             checkpoint_every=cfg.pretrain_steps,
             video=False,
-        )
+        ),
+        _TrainProgress(f"pretrained-{embodiment}", cfg.pretrain_steps, progress),
     )
     return Path(summary["run_dir"]), summary["success_rate"]
 
@@ -232,8 +265,7 @@ def _embodiment(
     sub = folder / embodiment
     sub.mkdir(parents=True, exist_ok=True)
     gap = _gap(cfg, embodiment, sub)
-    progress(f"{embodiment}: pretrained policy for {task} (MuJoCo)")
-    pretrained, sim_success = _pretrained(cfg, embodiment, task, sub)
+    pretrained, sim_success = _pretrained(cfg, embodiment, task, sub, progress)
     progress(f"{embodiment}: zero-shot, {cfg.episodes} episodes on the gapped robot")
     results = {"zero-shot": _robot_success(pretrained, "zero-shot", task, cfg, sub, gap)}
     rows = [_row(embodiment, "zero-shot", results["zero-shot"], 0, 0.0, None)]
@@ -241,7 +273,7 @@ def _embodiment(
     for name, init in (("finetuned", pretrained), ("scratch", None)):
         progress(f"{embodiment}: {name}, at most {cfg.robot_minutes:g} robot minutes of training over ROS 2")
         started = time.monotonic()
-        run_dir, trained = _train_on_robot(cfg, task, gap, sub, name, init)
+        run_dir, trained = _train_on_robot(cfg, task, gap, sub, name, init, progress)
         wall = (time.monotonic() - started) / 60
         minutes[name] = _minutes_used(trained, task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")
@@ -274,7 +306,7 @@ def _calibrate(
     task = _tasks(cfg)[embodiment]
     sub = folder / embodiment
     sub.mkdir(parents=True, exist_ok=True)
-    pretrained, sim_success = _pretrained(cfg, embodiment, task, sub)
+    pretrained, sim_success = _pretrained(cfg, embodiment, task, sub, progress)
     rows, curve = [], {}
     for strength in cfg.calibrate:
         progress(f"{embodiment}: zero-shot at gap strength {strength:g}, {cfg.episodes} episodes")

@@ -190,6 +190,21 @@ def servo_step(
     return np.clip(gain * offset - lag * ee_vel, -max_step, max_step)
 
 
+def target_servo_step(
+    offset: FloatArray, target_offset: FloatArray, max_step: float, gain: float = 0.3
+) -> FloatArray:
+    """Displacement action that brings the impedance target to ``offset`` from the tool.
+
+    It servoes the commanded target (``target_offset``: the ``ee_target_offset`` observation, which
+    the robot knows) rather than the measured tool, as :func:`servo_step` does: the tool's lag behind
+    its target then stays out of the loop, and late observations do not make it oscillate. Measured
+    on pick-cube's expert with observations 0 to 4 control steps late (PyBullet and MuJoCo, sensor
+    noise on): :func:`servo_step` fails every episode from 2 steps (40 ms) on; this, at gain 0.3,
+    succeeds in every one up to 4 (80 ms), gain 0.4 up to 3.
+    """
+    return np.clip(gain * (offset - target_offset), -max_step, max_step)
+
+
 # -- joints: joint-target displacement -------------------------------------------------------------
 def joint_delta_to_controls(
     env: TaskEnvView, action: FloatArray, low: tuple[float, ...], high: tuple[float, ...]
