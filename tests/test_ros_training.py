@@ -12,10 +12,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or source a ROS 2 installation")
 
+from robolearn.data.reader import read_dataset
 from robolearn.envs.ros_env import RobotTrainingError, RosRobotCfg, RosRobotEnv
 from robolearn.hardware.ros._rclpy import command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import (
@@ -277,3 +279,39 @@ def test_the_cli_refuses_robot_options_that_cannot_work() -> None:
         timeout=120,
     )
     assert out.returncode == 2 and "--num-envs must be 1" in out.stderr, out.stderr
+
+
+def test_the_robot_actor_never_waits_for_a_learner_that_cannot_keep_up(
+    tmp_path: Path, domain: int, robot: subprocess.Popen[str]
+) -> None:
+    """A learner far slower than the robot (20 critic updates per step of a 256x256 SAC) skips what it
+    cannot do instead of holding the actor back: blocked on a full exchange, the actor sent nothing for
+    seconds while the robot went on with its last command (bench finetune: the tool 10-36 cm from
+    where the last frame saw it, in most episodes)."""
+    cfg = TrainCfg(
+        task=TASK,
+        num_envs=1,
+        steps=400,
+        out=tmp_path,
+        name="slow-learner",
+        robot="ros",
+        learning_starts=50,
+        random_steps=50,
+        eval_every=10_000,
+        eval_episodes=2,
+        final_eval_episodes=2,
+        checkpoint_every=10_000,
+        sac=SACConfig(utd_ratio=20),
+        robot_timeout=30.0,
+    )
+    summary = train(cfg)
+    report = summary["robot"]
+    assert summary["env_steps"] >= 400 and report["updates_skipped"] > 0, report
+    # Consecutive frames of an episode are one control period apart: the tool moves at most the
+    # safety layer's step (0.5 m/s of hardware/config/panda.yaml, 1 cm) per period; 3 cm allows a
+    # late period or two and sensor noise.
+    frames = read_dataset(Path(report["dataset"])).frames()
+    ee, episode = np.asarray(frames["observation.ee_pos"]), np.asarray(frames["episode_index"])
+    same = episode[1:] == episode[:-1]
+    moved = np.linalg.norm(np.diff(ee, axis=0), axis=1)[same]
+    assert moved.size > 300 and moved.max() < 0.03, f"the tool moved {moved.max():.3f} m between two frames"

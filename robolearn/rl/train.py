@@ -54,6 +54,15 @@ from robolearn.tasks.core import TaskError
 
 log = logging.getLogger(__name__)
 
+UPDATES_PER_INGEST = 1
+"""With an actor thread: learner steps between two intakes of its transitions. One: a learner step
+takes up to a second (20 critic updates of a 256x256 SAC on a CPU core), while the exchange's queue
+fills in 1.3 s at 50 Hz."""
+LEARNER_BACKLOG = 64
+"""Learner steps owed at most: beyond, a simulated actor thread waits for the learner (the exchange
+fills); a robot's actor does not, and the learner skips the updates beyond it (``updates_skipped`` in
+the summary's ``robot`` entry)."""
+
 
 def resolve_device(name: str) -> torch.device:
     """The torch device for ``auto``, ``cpu`` or ``cuda``; a missing CUDA device is a clear error."""
@@ -320,6 +329,7 @@ def train(
     wsrl = pretrained and cfg.online_mode == "wsrl"
     learning_starts = cfg.offline_cfg.warmup_steps if wsrl else cfg.learning_starts
     metrics: dict[str, float] = {}
+    owed = skipped = 0  # learner steps due for transitions taken in; dropped on a robot
     try:
         while state.env_steps < cfg.total_steps and not _succeeded(cfg, state):
             if actor is not None and actor.quit_requested:
@@ -332,14 +342,30 @@ def train(
                 remote.supervise()  # restarts an actor process that died
                 if remote.all_finished and exchange.stats()["pending"] == 0:  # type: ignore[attr-defined]
                     break  # every actor spent its budget and nothing is pending
-            arrived = learner.ingest(block=actor is None or thread is not None, timeout=1.0)
+            # An actor thread is never left waiting on a full exchange while the learner works off
+            # what it owes: it takes in transitions every UPDATES_PER_INGEST learner steps. A simulated
+            # actor is held back (back-pressure) once LEARNER_BACKLOG steps are owed; a robot's never
+            # (it cannot wait: blocked, it went on with its last command, measured in bench
+            # finetune), so what the learner cannot keep up with is skipped and reported.
+            realtime = cfg.robot == "ros" and thread is not None
+            arrived = 0
+            if thread is None or realtime or owed < LEARNER_BACKLOG:
+                wait = (actor is None or thread is not None) and owed == 0  # nothing else to do
+                arrived = learner.ingest(block=wait, timeout=1.0)
             state.env_steps = learner.env_steps
             if len(online) >= learning_starts:
                 # Keep the update-to-data ratio: one learner step (utd critic updates) per transition,
                 # or --updates-per-step per step of all worlds.
-                for _ in range(cfg.learner_steps(arrived)):
+                owed += cfg.learner_steps(arrived)
+                if realtime and owed > LEARNER_BACKLOG:
+                    skipped += owed - LEARNER_BACKLOG
+                    owed = LEARNER_BACKLOG
+                due = owed if thread is None else min(owed, UPDATES_PER_INGEST)
+                for _ in range(due):
                     metrics = learner.update()
-                learner.publish()
+                owed -= due
+                if due or thread is None:
+                    learner.publish()
                 if agent.updates - logged_at >= 500:
                     logged_at = agent.updates
                     for k, v in metrics.items():
@@ -386,7 +412,7 @@ def train(
             recorder.close()
     state.wall_seconds = time.perf_counter() - started
     if cfg.robot == "ros" and not robot_remote:
-        state.robot = env.report() | {"dataset": str(run_dir / "episodes")}
+        state.robot = env.report() | {"dataset": str(run_dir / "episodes"), "updates_skipped": skipped}
     _checkpoint(run_dir, state, agent, obs_norm, online, learner.demos, rng_state(learner.rng), cfg, env)
     env.close()
     return _finish(cfg, run_dir, state, learner, layout, scaler, eval_env)
