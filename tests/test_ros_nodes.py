@@ -38,6 +38,7 @@ from robolearn.hardware.ros.messages import (
     MessageError,
     TaskStateLayout,
     TwistRates,
+    applied_action_layout,
     make_codec,
     stamp_seconds,
 )
@@ -555,3 +556,47 @@ def test_a_node_stops_when_the_process_that_started_it_is_killed(domain: int) ->
     while not _gone(child) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _gone(child), f"sim_robot_node {child} runs on after its parent was killed"
+
+
+def test_the_robot_holds_when_its_commands_stop(tmp_path: Path, domain: int) -> None:
+    """A robot whose controller falls silent holds (the task's neutral action, the gripper where it
+    was) once ``command_timeout`` has passed, instead of going on with the last displacement.
+
+    Judged on the robot's own ``applied_action`` reports, by the stamps of the samples each step
+    started from: a loaded machine delays the test but cannot fail it."""
+    cfg = make_task_cfg("panda_pick_cube")
+    timeout, period = 0.1, cfg.control_dt  # the robot holds 0.1 s after the last command
+    codec, layout = make_codec(cfg, ""), applied_action_layout(cfg)
+    applied: list[tuple[float, np.ndarray]] = []
+
+    def on_applied(m: Any) -> None:
+        state = {"action": np.zeros((1, len(cfg.action.names)))}
+        stamp = layout.read(m, state, np.zeros(1, np.int64))
+        applied.append((stamp, state["action"][0].copy()))
+
+    params = {"task": cfg.name, "command_timeout": timeout, "summary_path": str(tmp_path / "robot.json")}
+    with open(tmp_path / "sim.log", "w") as slog, local_node("controller", domain) as node:
+        pubs = {role: node.create_publisher(cls, role, command_qos()) for role, cls in codec.roles().items()}
+        sub = node.create_subscription(msg("std_msgs", "Float64MultiArray"), "applied_action", on_applied, 10)
+        robot = start_node("sim_robot_node", params, domain, log=slog)
+        try:
+            wait_for_matches([*pubs.values(), sub], timeout=120, processes=[robot])
+            move = np.array([0.01, 0.0, 0.0, 0.02])  # a displacement each step, the gripper nearly closed
+            for _ in range(5):
+                for role, m in codec.encode(move, time.time()).items():
+                    pubs[role].publish(m)
+                time.sleep(period)
+            silent = time.time()  # no command is sent after this
+            # A second on: no command sent before ``silent`` can still be on its way, however loaded.
+            wait_until(lambda: sum(t > silent + 1.0 for t, _ in applied) >= 20, 60, "no steps")
+        finally:
+            stop_node(robot)
+    hold = [0.0, 0.0, 0.0, move[3]]
+    # While commands came: the command (or, on a machine too loaded to send one per 0.1 s, the hold).
+    before = [a for t, a in applied if t < silent]
+    assert any(np.allclose(a, move) for a in before), before
+    assert all(np.allclose(a, move) or np.allclose(a, hold) for a in before), before
+    held = [a for t, a in applied if t > silent + 1.0]
+    assert all(np.allclose(a, hold) for a in held), held
+    summary = json.loads((tmp_path / "robot.json").read_text())
+    assert summary["counts"]["command_timeouts"] >= len(held), summary["counts"]

@@ -138,6 +138,11 @@ class SimRobotParams:
     self_reset: bool = True
     """Start the next episode when one ends; false: hold until a request on ``reset`` (training on a
     robot: the trainer ends episodes and asks for resets, docs/ros.md)."""
+    command_timeout: float = 0.1
+    """Seconds without a new command after which the robot holds, as a real robot's driver stops when
+    its commands stop (libfranka's communication check, a drive's command watchdog): the task's
+    neutral action, a gripper kept at its last command; 0 never holds. In real time only. Without
+    it the robot went on with its last command: an arm driven by a tool displacement kept moving."""
     compressed_format: str = "jpeg"
     """Codec of each camera's ``image_raw/compressed`` topic: jpeg or png (image_transport's
     ``format`` parameter)."""
@@ -150,8 +155,10 @@ class SimRobotParams:
         """The task's definition; raise :class:`RosParameterError` naming a bad value."""
         if self.backend not in SIM_BACKENDS:
             raise RosParameterError(f"backend {self.backend!r} is not one of {', '.join(SIM_BACKENDS)}")
-        if self.episodes < 0 or self.obs_latency_ms < 0 or self.obs_noise < 0:
-            raise RosParameterError("episodes, obs_latency_ms and obs_noise must not be negative")
+        if self.episodes < 0 or self.obs_latency_ms < 0 or self.obs_noise < 0 or self.command_timeout < 0:
+            raise RosParameterError(
+                "episodes, obs_latency_ms, obs_noise and command_timeout must not be negative"
+            )
         if not 0.0 <= self.drop_rate < 1.0:
             raise RosParameterError(f"drop_rate must be in [0, 1), got {self.drop_rate}")
         if self.compressed_format not in COMPRESSED_FORMATS:
@@ -322,7 +329,19 @@ class SimRobotNode:
         self.done = threading.Event()
         self._outbox: collections.deque[tuple[float, list[tuple[Any, Any]]]] = collections.deque()
         self.records: list[EpisodeRecord] = []
-        self.counts = {"steps": 0, "commands": 0, "rejected_commands": 0, "dropped": 0, "overruns": 0}
+        self.counts = {
+            "steps": 0,
+            "commands": 0,
+            "rejected_commands": 0,
+            "dropped": 0,
+            "overruns": 0,
+            "command_timeouts": 0,
+        }
+        self._last_command = -math.inf  # when the newest command arrived (monotonic s)
+        self._timeout_logged = -math.inf
+        gripper = self.cfg.action.gripper
+        self._kept = None if gripper is None else self.cfg.action.names.index(gripper.action)
+        """The action component a hold keeps at its last command (the gripper's), or None."""
 
         sensor = sensor_qos()
         self.pubs = {t: node.create_publisher(cls, t, sensor) for t, cls in self.report.topics().items()}
@@ -369,8 +388,31 @@ class SimRobotNode:
                 log.warning("ignored a command: %s", exc)
                 return
             self.counts["commands"] += 1
+            self._last_command = time.monotonic()
             self._started = True
         self._command.set()
+
+    def _commands_stopped(self) -> bool:
+        """Whether the last command is older than ``command_timeout`` (counted, logged once a second)."""
+        timeout = self.p.command_timeout
+        now = time.monotonic()
+        if not self.p.realtime or timeout <= 0 or now - self._last_command <= timeout:
+            return False
+        self.counts["command_timeouts"] += 1
+        if now - self._timeout_logged >= 1.0:
+            self._timeout_logged = now
+            log.warning(
+                "no command for %.2f s (command_timeout %g s): holding (%d steps so far)",
+                now - self._last_command, timeout, self.counts["command_timeouts"],
+            )  # fmt: skip
+        return True
+
+    def _hold_action(self, last: FloatArray) -> FloatArray:
+        """The task's neutral action, the gripper where it was last commanded."""
+        hold = np.asarray(self.cfg.action.neutral, dtype=np.float64).copy()
+        if self._kept is not None:
+            hold[self._kept] = last[self._kept]
+        return hold
 
     def _on_reset(self, m: Any) -> None:
         """A reset request: served by the control loop at its next tick."""
@@ -437,6 +479,8 @@ class SimRobotNode:
         if step and ready is None and not self._held:
             with self._lock:
                 action = self._action.copy()
+            if self._commands_stopped():
+                action = self._hold_action(action)
             if self._sample is not None:  # what acts from the last sample on: bounded, not yet delayed
                 taken = np.asarray(self.robot.worlds.sanitize(action[None])[0])[0]
                 start_t, start_step = self._sample
