@@ -285,9 +285,9 @@ def test_the_robot_actor_never_waits_for_a_learner_that_cannot_keep_up(
     tmp_path: Path, domain: int, robot: subprocess.Popen[str]
 ) -> None:
     """A learner far slower than the robot (20 critic updates per step of a 256x256 SAC) skips what it
-    cannot do instead of holding the actor back: blocked on a full exchange, the actor sent nothing for
-    seconds while the robot went on with its last command (bench finetune: the tool 10-36 cm from
-    where the last frame saw it, in most episodes)."""
+    cannot do instead of holding the actor back. Blocked on a full exchange, the actor sent nothing
+    for seconds: the robot went on with its last command (bench finetune: the tool 10-36 cm from
+    where the last frame saw it, in most episodes), or now holds after its ``command_timeout``."""
     cfg = TrainCfg(
         task=TASK,
         num_envs=1,
@@ -307,11 +307,17 @@ def test_the_robot_actor_never_waits_for_a_learner_that_cannot_keep_up(
     summary = train(cfg)
     report = summary["robot"]
     assert summary["env_steps"] >= 400 and report["updates_skipped"] > 0, report
-    # Consecutive frames of an episode are one control period apart: the tool moves at most the
-    # safety layer's step (0.5 m/s of hardware/config/panda.yaml, 1 cm) per period; 3 cm allows a
-    # late period or two and sensor noise.
+    stop_node(robot)  # it writes its counts
+    counts = json.loads((tmp_path / "robot.json").read_text())["counts"]
+    # Control periods in which the robot had no command for 0.1 s. Measured, with this test at nice 19
+    # on a 2-core machine busy with a training run: 12% (49 of 419); a blocked actor made 62% (296
+    # of 478; a learner step here takes about half a second).
+    assert counts["command_timeouts"] <= 0.3 * counts["steps"], counts
+    # Consecutive frames of an episode are a control period apart: the tool moves at most the safety
+    # layer's step (1 cm, 0.5 m/s in hardware/config/panda.yaml) per period, for a few periods when
+    # the actor is late; 8 cm is more than the robot moves before it holds on its own.
     frames = read_dataset(Path(report["dataset"])).frames()
     ee, episode = np.asarray(frames["observation.ee_pos"]), np.asarray(frames["episode_index"])
     same = episode[1:] == episode[:-1]
     moved = np.linalg.norm(np.diff(ee, axis=0), axis=1)[same]
-    assert moved.size > 300 and moved.max() < 0.03, f"the tool moved {moved.max():.3f} m between two frames"
+    assert moved.size > 300 and moved.max() < 0.08, f"the tool moved {moved.max():.3f} m between two frames"
