@@ -386,9 +386,10 @@ class FinetuneBenchCfg:
     """Success the fine-tuned policy must reach within the budget (the issue's goal)."""
     zero_shot_below: float = 0.6
     """The gap must hold the zero-shot success below this for the goal to count."""
-    early_stop: bool = True
+    early_stop: bool = False
     """End a robot run once its last ``stop_episodes`` episodes without interventions reach ``goal``;
-    the minutes it used are reported."""
+    the minutes it used are reported. Off by default: judged after every episode, a lucky streak
+    stops the run early (measured: stopped at 14.2 robot minutes on 10 of 10, then 0.65 evaluated)."""
     stop_episodes: int = 10
     """Training episodes without interventions that judge the early stop."""
     warmup_steps: int = 500
