@@ -132,26 +132,32 @@ def test_a_short_training_run_on_the_robot_resets_by_protocol_and_pauses_for_an_
     assert info["total_episodes"] >= report["episodes"] - 1, info
 
 
-def test_a_robot_run_resumes_from_its_checkpoint_and_keeps_its_dataset(
-    tmp_path: Path, robot: subprocess.Popen[str]
-) -> None:
-    cfg = TrainCfg(
+def _robot_run(tmp_path: Path, name: str, steps: int, starts: int, sac: SACConfig) -> TrainCfg:
+    """A robot run without a person: ``starts`` random steps, then learning; no evaluation or
+    checkpoint until the end."""
+    return TrainCfg(
         task=TASK,
         num_envs=1,
-        steps=250,
+        steps=steps,
         out=tmp_path,
-        name="robot-resume",
+        name=name,
         robot="ros",
-        learning_starts=100,
-        random_steps=100,
+        learning_starts=starts,
+        random_steps=starts,
         eval_every=10_000,
         eval_episodes=2,
         final_eval_episodes=2,
         checkpoint_every=10_000,
-        sac=SACConfig(hidden=(32, 32), batch_size=32),
+        sac=sac,
         robot_timeout=30.0,
     )
-    first = train(cfg)
+
+
+def test_a_robot_run_resumes_from_its_checkpoint_and_keeps_its_dataset(
+    tmp_path: Path, robot: subprocess.Popen[str]
+) -> None:
+    small = SACConfig(hidden=(32, 32), batch_size=32)
+    first = train(_robot_run(tmp_path, "robot-resume", 250, starts=100, sac=small))
     run_dir = Path(first["run_dir"])
     episodes_before = json.loads((run_dir / "episodes" / "meta" / "info.json").read_text())["total_episodes"]
     again = train(TrainCfg(task=TASK, resume=run_dir, steps=500))
@@ -288,23 +294,7 @@ def test_the_robot_actor_never_waits_for_a_learner_that_cannot_keep_up(
     cannot do instead of holding the actor back. Blocked on a full exchange, the actor sent nothing
     for seconds: the robot went on with its last command (bench finetune: the tool 10-36 cm from
     where the last frame saw it, in most episodes), or now holds after its ``command_timeout``."""
-    cfg = TrainCfg(
-        task=TASK,
-        num_envs=1,
-        steps=400,
-        out=tmp_path,
-        name="slow-learner",
-        robot="ros",
-        learning_starts=50,
-        random_steps=50,
-        eval_every=10_000,
-        eval_episodes=2,
-        final_eval_episodes=2,
-        checkpoint_every=10_000,
-        sac=SACConfig(utd_ratio=20),
-        robot_timeout=30.0,
-    )
-    summary = train(cfg)
+    summary = train(_robot_run(tmp_path, "slow-learner", 400, starts=50, sac=SACConfig(utd_ratio=20)))
     report = summary["robot"]
     assert summary["env_steps"] >= 400 and report["updates_skipped"] > 0, report
     stop_node(robot)  # it writes its counts
