@@ -77,7 +77,8 @@ def start_node(
     log: IO[str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start one of :data:`NODES` with ``--ros-args -p name:=value -r from:=to``; it stops when this
-    process dies (:func:`~robolearn.hardware.ros._rclpy.stop_with_parent`)."""
+    process dies (:func:`~robolearn.hardware.ros._rclpy.stop_with_parent`). Linux signals the death
+    of the *thread* that started it: call this from a thread that lives as long as the node should."""
     cmd = [sys.executable, "-m", NODES[executable], "--ros-args"]
     for name, value in params.items():
         cmd += ["-p", f"{name}:={ros_arg(value)}"]
