@@ -6,12 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from robolearn.data.format import DatasetError
 from robolearn.data.writer import DatasetWriter
 from robolearn.errors import ConfigError
 from robolearn.policy.normalization import ActionScaler
-from robolearn.rl.pixel_replay import FrameReplay, capacity_for_budget, load_image_demos, slot_bytes
+from robolearn.rl.pixel_replay import (
+    FrameReplay,
+    TensorBatch,
+    capacity_for_budget,
+    load_image_demos,
+    slot_bytes,
+)
 
 SHAPES = {"wrist_rgb": (16, 16, 3), "pos": (3,)}
 IMAGE_BYTES = 16 * 16 * 3
@@ -85,6 +92,28 @@ def test_ring_wraps_without_stale_transitions() -> None:
     assert step.min() >= 200 - 40  # only recent transitions survive
     expected = np.where((step + 1) % 7 == 0, 1000 + step, step + 1)
     assert np.array_equal(batch.next_obs["pos"][:, 1].astype(int), expected)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_batches_gathered_on_the_device_match_the_hosts(device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    dev = torch.device(device)
+    buf = FrameReplay(40, SHAPES, 2)
+    _run(buf, 2, 9, episode=7)  # some frames before the copy is made, then the ring wraps
+    buf.keep_on(dev)
+    _run(buf, 2, 31, episode=5)
+    buf.add_episode(_obs(6, 77), np.zeros((6, 2), np.float32), np.arange(6.0), terminal=True)
+    idx = buf.sample_slots(64, np.random.default_rng(1))
+    gathered, expected = buf.take_tensors(idx, dev), TensorBatch.of(buf.take(idx), dev)
+    # The copy is the device's own memory: an old frame overwritten on the host only would show.
+    assert all(v.device.type == dev.type for v in gathered.obs.values())
+    for field in ("obs", "next_obs"):
+        for key in SHAPES:
+            assert torch.equal(getattr(gathered, field)[key], getattr(expected, field)[key]), (field, key)
+    for field in ("action", "reward", "terminated"):
+        assert torch.equal(getattr(gathered, field), getattr(expected, field)), field
+    assert gathered.obs["wrist_rgb"].dtype == torch.uint8
 
 
 def test_capacity_from_a_memory_budget() -> None:
