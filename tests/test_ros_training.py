@@ -205,6 +205,64 @@ def test_the_operator_confirms_a_scene_reset_on_the_device_before_the_next_episo
         env.close()
 
 
+def test_an_estop_during_a_reset_pauses_it_and_asks_again(robot: subprocess.Popen[str]) -> None:
+    """An e-stop latched while the robot goes to its reset pose or while the operator resets the
+    scene pauses the reset (counted like a pause in an episode); the interrupted reset is asked for
+    again. The e-stop is latched through the environment's own handlers, at the moments chosen."""
+    env = RosRobotEnv(TASK, RosRobotCfg(connect_timeout=60.0, reset_timeout=30.0))
+    hold = 1.0
+
+    def press() -> None:
+        env._on_estop(msg("std_msgs", "Bool")(data=True))
+        release = threading.Timer(hold, env._on_estop_reset, args=(msg("std_msgs", "Empty")(),))
+        release.daemon = True
+        release.start()
+
+    try:
+        env.reset(seed=0)
+        env.step(env.action_space.sample() * 0)
+        requests: list[int] = []
+        publish = env.reset_pub.publish
+
+        def publish_and_press(m: object) -> None:
+            publish(m)
+            requests.append(int(m.data))  # type: ignore[attr-defined]
+            if len(requests) == 1:
+                press()  # before the robot can answer: it was stopped on its way
+
+        env.reset_pub.publish = publish_and_press  # type: ignore[method-assign]
+        env.reset(seed=0)
+        report = env.report()
+        assert report["estop_pauses"] == 1 and report["paused_seconds"] >= 0.8 * hold, report
+        assert len(requests) == 2 and requests[1] == requests[0] + 1, requests  # asked again after it
+        assert int(env.view.step_count[0]) == 0 and not env._estop
+
+        reads: list[float] = []
+
+        class Operator:
+            def scene_reset_requested(self) -> None:
+                pass
+
+            def scene_reset_confirmed(self, obs: object) -> bool:
+                reads.append(time.monotonic())
+                if len(reads) == 1:
+                    press()
+                return len(reads) >= 10
+
+        env.operator = Operator()
+        env.step(env.action_space.sample() * 0)
+        started = time.monotonic()
+        env.reset(seed=0)
+        waited = time.monotonic() - started
+        report = env.report()
+        assert report["estop_pauses"] == 2 and report["paused_seconds"] >= 1.6 * hold, report
+        # The scene was not confirmed while the e-stop was latched, and its time is not the operator's.
+        assert reads[1] - reads[0] >= 0.8 * hold, reads[:3]
+        assert report["operator_seconds"] <= waited - 0.8 * hold, (report, waited)
+    finally:
+        env.close()
+
+
 def test_an_operator_reset_needs_a_device() -> None:
     from robolearn.errors import ConfigError
 

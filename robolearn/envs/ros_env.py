@@ -141,6 +141,8 @@ class RosRobotEnv:
             "operator_resets": 0,
         }
         self.paused_seconds = 0.0
+        self.last_pause = 0.0
+        """Seconds the last :meth:`_pause` held (0 when it did not pause)."""
         self.operator_seconds = 0.0
         self.operator: SceneResetOperator | None = None
         """Who confirms each scene reset before the next episode; None: the robot's ``ready`` suffices."""
@@ -287,8 +289,9 @@ class RosRobotEnv:
                 log.warning("training paused: %s for %.0f s", what, waited)
             self._hold()
             time.sleep(self.period)
+        self.last_pause = 0.0
         if reason is not None:
-            paused = time.monotonic() - started
+            paused = self.last_pause = time.monotonic() - started
             self.paused_seconds += paused
             log.warning("training resumed after a %s pause of %.1f s", reason, paused)
         return reason is not None
@@ -296,13 +299,18 @@ class RosRobotEnv:
     # -- resets ---------------------------------------------------------------------------------
     def _reset_robot(self) -> None:
         """The reset protocol (docs/ros.md, "Resets")."""
-        self._pause()  # no reset request while the e-stop is latched
-        self._request += 1
-        request = self._request
-        sent_at = time.time()
-        self.reset_pub.publish(msg("std_msgs", "UInt64")(data=request))
-        deadline = time.monotonic() + self.rcfg.reset_timeout
+        request, sent_at, deadline = 0, 0.0, -math.inf
         while True:
+            # No reset request while the e-stop is latched; one latched during the reset stopped the
+            # robot on its way (a real robot's e-stop cuts its drives): pause, then ask again.
+            with self._lock:
+                estop = self._estop
+            if estop or not request:
+                self._pause()
+                self._request += 1
+                request, sent_at = self._request, time.time()
+                self.reset_pub.publish(msg("std_msgs", "UInt64")(data=request))
+                deadline = time.monotonic() + self.rcfg.reset_timeout
             with self._lock:
                 answered = self._ready == request
                 fresh = self.stamps["task_state"] >= sent_at and int(self.view.step_count[0]) == 0
@@ -336,6 +344,10 @@ class RosRobotEnv:
         started = reported = time.monotonic()
         log.info("robot at its reset pose: reset the scene, then confirm on the device")
         while True:
+            with self._lock:
+                estop = self._estop
+            if estop and self._pause():  # an e-stop while the scene is reset: the time is the e-stop's
+                started += self.last_pause
             with self._lock, np.errstate(all="ignore"):
                 obs = self.view.observe()
             if operator.scene_reset_confirmed(obs):
