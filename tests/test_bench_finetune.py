@@ -75,6 +75,18 @@ def test_the_goal_needs_a_gap_the_goal_in_budget_and_a_clear_lead_over_scratch()
     assert not close["well_above_scratch"] and not close["goal_met"]
 
 
+def test_a_pretrained_run_poor_in_simulation_is_said_to_be() -> None:
+    from robolearn.bench.finetune import _warn_if_unfit
+
+    said: list[str] = []
+    cfg = FinetuneBenchCfg()
+    _warn_if_unfit(cfg, "car", 0.0, said.append)
+    assert len(said) == 1 and "car: warning" in said[0] and "--pretrained-car" in said[0], said
+    for fit in (0.8, None):  # good enough, or a given run whose success is not known
+        _warn_if_unfit(cfg, "arm", fit, said.append)
+    assert len(said) == 1
+
+
 @pytest.mark.slow
 @pytest.mark.ros
 def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:

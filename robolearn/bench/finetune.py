@@ -233,6 +233,21 @@ def _pretrained(
     return Path(summary["run_dir"]), summary["success_rate"]
 
 
+def _warn_if_unfit(
+    cfg: FinetuneBenchCfg, embodiment: str, sim_success: float | None, progress: Callable[[str], None]
+) -> None:
+    """Say so when the MuJoCo run is poor in simulation itself: its robot figures then measure
+    learning on the robot from a poor start, not the gap (the car reached 0 % in 20,000 steps)."""
+    if sim_success is None or sim_success >= cfg.zero_shot_below:
+        return
+    option = "--pretrained" if embodiment == "arm" else "--pretrained-car"
+    progress(
+        f"{embodiment}: warning: the MuJoCo run succeeds in {sim_success:.0%} of its evaluation episodes "
+        f"in simulation, below --zero-shot-below {cfg.zero_shot_below:g}: the robot figures will not "
+        f"measure the gap; give --pretrain-steps more or {option} a better run"
+    )
+
+
 def _minutes_used(trained: dict[str, Any], task: str) -> float:
     """Robot minutes a training run used: its steps at the control period (pauses not counted)."""
     return float(trained["env_steps"]) * make_task_cfg(task).control_dt / 60
@@ -266,6 +281,7 @@ def _embodiment(
     sub.mkdir(parents=True, exist_ok=True)
     gap = _gap(cfg, embodiment, sub)
     pretrained, sim_success = _pretrained(cfg, embodiment, task, sub, progress)
+    _warn_if_unfit(cfg, embodiment, sim_success, progress)
     progress(f"{embodiment}: zero-shot, {cfg.episodes} episodes on the gapped robot")
     results = {"zero-shot": _robot_success(pretrained, "zero-shot", task, cfg, sub, gap)}
     rows = [_row(embodiment, "zero-shot", results["zero-shot"], 0, 0.0, None)]
