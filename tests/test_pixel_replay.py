@@ -200,3 +200,23 @@ def test_corrupted_recorded_frames_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as err:
         load_image_demos(tmp_path / "ds", scaler, SHAPES, {"wrist_rgb": "wrist"}, 100)
     assert "\n" not in str(err.value) and video.name in str(err.value)
+
+
+def test_batches_joined_in_groups_mix_their_parts_in_every_group() -> None:
+    """Each critic step's slice of a DrQ batch holds demonstrations and online data in the batch's
+    proportions (RLPD), not all demonstrations first."""
+    dev = torch.device("cpu")
+    demos, online = FrameReplay(40, SHAPES, 2), FrameReplay(40, SHAPES, 2)
+    _run(demos, 1, 10, episode=100)
+    _run(online, 1, 10, episode=100)
+    demos.reward[:], online.reward[:] = 0.0, 1.0  # tell the two apart
+    rng = np.random.default_rng(0)
+    steps, batch = 4, 8
+    parts = [buf.take_tensors(buf.sample_slots(m * steps, rng), dev) for buf, m in ((demos, 3), (online, 5))]
+    joined = TensorBatch.cat(parts, groups=steps)
+    assert len(joined.reward) == steps * batch
+    for s in range(steps):
+        rewards = joined.reward[s * batch : (s + 1) * batch]
+        assert rewards.tolist() == [0.0] * 3 + [1.0] * 5, (s, rewards)
+        frames = joined.obs["wrist_rgb"][s * batch : (s + 1) * batch]
+        assert torch.equal(frames[3:], parts[1].obs["wrist_rgb"][s * 5 : (s + 1) * 5])

@@ -381,8 +381,10 @@ def _train(cfg: PixelTrainCfg, env: TaskEnv, rng: np.random.Generator, device: t
                 data = np.concatenate(warm)
                 encoder.set_state_statistics(data.mean(axis=0), data.std(axis=0))
                 warm = []
-            n = cfg.sac.batch_size * cfg.sac.utd_ratio * env.num_envs  # utd_ratio per transition
-            batch = _sample(replay, demos, n, cfg.sac.demo_fraction, rng, device)
+            sac = cfg.sac  # utd_ratio critic steps per transition:
+            batch = _sample(
+                replay, demos, sac.batch_size, sac.utd_ratio * env.num_envs, sac.demo_fraction, rng, device
+            )
             metrics.append(learner.update(batch))  # its losses are floats: timed to the device's end
         split["updating"] += time.perf_counter() - t1
         evaluator.maybe(steps, time.perf_counter() - started)
@@ -436,16 +438,18 @@ class _Evaluator:
 def _sample(
     online: FrameReplay,
     demos: FrameReplay | None,
-    n: int,
+    batch_size: int,
+    steps: int,
     demo_fraction: float,
     rng: np.random.Generator,
     device: torch.device,
 ) -> TensorBatch:
-    """A batch on ``device`` with ``demo_fraction`` of it from the demonstrations (RLPD), the rest
-    online."""
-    k = 0 if demos is None or len(demos) == 0 else round(n * demo_fraction)
-    parts = [(online, n - k)] if demos is None or k == 0 else [(demos, k), (online, n - k)]
-    return TensorBatch.cat([buf.take_tensors(buf.sample_slots(m, rng), device) for buf, m in parts])
+    """``steps`` batches of ``batch_size`` one after another on ``device``, each with
+    ``demo_fraction`` of it from the demonstrations (RLPD's symmetric sampling), the rest online."""
+    k = 0 if demos is None or len(demos) == 0 else round(batch_size * demo_fraction)
+    parts = [(online, batch_size)] if demos is None or k == 0 else [(demos, k), (online, batch_size - k)]
+    taken = [buf.take_tensors(buf.sample_slots(m * steps, rng), device) for buf, m in parts]
+    return TensorBatch.cat(taken, groups=steps)
 
 
 def _demonstrations(

@@ -85,15 +85,21 @@ class TensorBatch(NamedTuple):
         )
 
     @staticmethod
-    def cat(parts: Sequence[TensorBatch]) -> TensorBatch:
-        """The batches one after another."""
+    def cat(parts: Sequence[TensorBatch], groups: int = 1) -> TensorBatch:
+        """The batches one after another, in ``groups`` consecutive groups that each hold an equal
+        share of every part (so that each critic step's slice mixes the parts as the whole does)."""
+
+        def join(xs: list[torch.Tensor]) -> torch.Tensor:
+            split = [x.reshape(groups, len(x) // groups, *x.shape[1:]) for x in xs]
+            return torch.cat(split, dim=1).reshape(-1, *xs[0].shape[1:])
+
         first = parts[0]
         return TensorBatch(
-            {k: torch.cat([p.obs[k] for p in parts]) for k in first.obs},
-            torch.cat([p.action for p in parts]),
-            torch.cat([p.reward for p in parts]),
-            {k: torch.cat([p.next_obs[k] for p in parts]) for k in first.next_obs},
-            torch.cat([p.terminated for p in parts]),
+            {k: join([p.obs[k] for p in parts]) for k in first.obs},
+            join([p.action for p in parts]),
+            join([p.reward for p in parts]),
+            {k: join([p.next_obs[k] for p in parts]) for k in first.next_obs},
+            join([p.terminated for p in parts]),
         )
 
 
