@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -59,6 +60,37 @@ def test_updates_fit_a_fixed_batch_and_tune_the_temperature() -> None:
     assert agent.updates == 301 * cfg.utd_ratio
     assert last["temperature"] != pytest.approx(first["temperature"])
     assert math.isfinite(last["actor_loss"])
+
+
+def test_every_critic_step_and_the_actor_see_demonstrations_and_online_data() -> None:
+    """RLPD's symmetric batches: a sampler puts the demonstrations first; with several critic steps
+    per update each one (and the actor's) must still get both halves."""
+    torch.manual_seed(4)
+    cfg = SACConfig(hidden=(16,), batch_size=8, utd_ratio=4)
+    agent = SAC(3, 2, cfg, torch.device("cpu"))
+    n = cfg.batch_size * cfg.utd_ratio
+    obs, act = torch.randn(n, 3), torch.rand(n, 2) * 2 - 1
+    rew = torch.cat([torch.zeros(n // 2), torch.ones(n // 2)])  # demonstrations 0, online 1
+    critic_rewards: list[torch.Tensor] = []
+    actor_rows: list[torch.Tensor] = []
+    critic_step, actor_step = agent.critic_step, agent.actor_step
+
+    def watched_critic(o: torch.Tensor, a: torch.Tensor, r: torch.Tensor, *rest: torch.Tensor) -> Any:
+        critic_rewards.append(r.clone())
+        return critic_step(o, a, r, *rest)
+
+    def watched_actor(o: torch.Tensor) -> Any:
+        actor_rows.append(o.clone())
+        return actor_step(o)
+
+    agent.critic_step = watched_critic  # type: ignore[method-assign]
+    agent.actor_step = watched_actor  # type: ignore[method-assign]
+    agent.update(obs, act, rew, obs, torch.zeros(n))
+    assert len(critic_rewards) == cfg.utd_ratio
+    assert all(len(r) == cfg.batch_size and r.mean().item() == 0.5 for r in critic_rewards), critic_rewards
+    demo_rows = {tuple(row.tolist()) for row in obs[: n // 2]}
+    in_actor = [tuple(row.tolist()) in demo_rows for row in actor_rows[0]]
+    assert len(in_actor) == cfg.batch_size and sum(in_actor) == cfg.batch_size // 2
 
 
 def test_inconsistent_settings_are_refused() -> None:

@@ -143,7 +143,9 @@ class LearnBenchCfg:
     transition, so this only lets the acting policy lag by up to ``num_envs`` transitions."""
     utd_ratio: int = 1
     """Critic updates per transition in the pick_cube runs: SAC's default. 20k steps then take about 5
-    minutes on 2 cores; a pilot at 4 took four times as long and learned no faster."""
+    minutes on 2 cores; a pilot at 4 took four times as long and learned no faster (measured while
+    critic steps took consecutive slices of the batch, so half of them saw demonstrations only and
+    the actor online data only; they are interleaved since 2026-11-27, not yet measured again)."""
     critics: tuple[int, ...] = (2, 10)
     """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
     variants: tuple[Variant, ...] = ("bfloat16", "compiled_bfloat16", "hl_gauss", "crossq")

@@ -447,7 +447,8 @@ class SAC(nn.Module):
         term: torch.Tensor,
         discount: torch.Tensor | None = None,
     ) -> dict[str, float]:
-        """``utd_ratio`` critic steps on consecutive slices of the batch, then one actor step.
+        """``utd_ratio`` critic steps on interleaved slices of the batch (every ``utd_ratio``-th
+        transition), then one actor step on the last of them.
 
         The tensors hold ``utd_ratio * batch_size`` transitions, already normalized; ``discount`` is
         each transition's bootstrap discount (``gamma ** n`` for n-step returns; default ``gamma``).
@@ -470,15 +471,19 @@ class SAC(nn.Module):
             discount = torch.full_like(rew, self.cfg.gamma)
         act, command = self._split_action(act)
         critic_losses, gripper_losses = [], []
-        for k in range(self.cfg.utd_ratio):
-            s = slice(k * b, (k + 1) * b)
+        utd = self.cfg.utd_ratio
+        # Interleaved, not consecutive: a sampler puts the demonstrations first and the online data
+        # after, so consecutive slices would give some critic steps (and the actor) only one of them.
+        s = slice(0, utd * b, utd)
+        for k in range(utd):
+            s = slice(k, utd * b, utd)
             critic_losses.append(self.critic_step(obs[s], act[s], rew[s], next_obs[s], term[s], discount[s]))
             if self.gripper is not None and command is not None:
                 measured = self._measured_gripper(obs[s])
                 gripper_losses.append(
                     self.gripper.step(obs[s], measured, command[s], rew[s], next_obs[s], term[s], discount[s])
                 )
-        actor_loss, alpha, entropy = self.actor_step(obs[-b:])
+        actor_loss, alpha, entropy = self.actor_step(obs[s])
         self.updates += self.cfg.utd_ratio
         extra = {"gripper_loss": torch.stack(gripper_losses).mean()} if gripper_losses else {}
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
