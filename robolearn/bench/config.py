@@ -380,7 +380,8 @@ class FinetuneBenchCfg:
     """The same for ``car_task``."""
     pretrain_steps: int = 20_000
     """Environment steps of each MuJoCo run made here (pick-cube reaches 0.9 in 20,000: bench learn; the
-    car reached 0 % in 20,000, return -4.8 over 20 episodes, 2026-11-27: it needs more, or a given run)."""
+    car reached 0 % in 20,000, return -4.8 over 20 episodes, 2026-11-27; a 60,000-step run evaluated 0,
+    0, 0.3, 0.5, 1.0, 0.3 every 10,000: it needs more, or a given run, docs/ros.md)."""
     pretrain_demos: int = 20
     """Scripted-expert episodes in each MuJoCo run's demonstration buffer (RLPD)."""
     robot_minutes: float = 20.0
