@@ -98,8 +98,8 @@ def test_a_short_training_run_on_the_robot_resets_by_protocol_and_pauses_for_an_
 
     def operator() -> None:
         # Presses the e-stop once training runs, holds it a second, then releases it. (A fixed sleep
-        # instead of waiting for the run's progress let a loaded machine press and release it while
-        # the trainer was still setting up: nothing then to pause.)
+        # instead of waiting for the run's progress can, on a loaded machine, press and release it
+        # before the trainer steps the robot: nothing then to pause.)
         try:
             with local_node("operator", domain) as node:
                 estop = node.create_publisher(msg("std_msgs", "Bool"), "estop", latched_qos())

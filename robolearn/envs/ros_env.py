@@ -219,6 +219,10 @@ class RosRobotEnv:
             self._estop = False
             self.safety.reset()
 
+    def _estop_latched(self) -> bool:
+        with self._lock:
+            return self._estop
+
     def _on_ready(self, m: Any) -> None:
         with self._lock:
             self._ready = int(m.data)
@@ -303,9 +307,7 @@ class RosRobotEnv:
         while True:
             # No reset request while the e-stop is latched; one latched during the reset stopped the
             # robot on its way (a real robot's e-stop cuts its drives): pause, then ask again.
-            with self._lock:
-                estop = self._estop
-            if estop or not request:
+            if self._estop_latched() or not request:
                 self._pause()
                 self._request += 1
                 request, sent_at = self._request, time.time()
@@ -344,9 +346,8 @@ class RosRobotEnv:
         started = reported = time.monotonic()
         log.info("robot at its reset pose: reset the scene, then confirm on the device")
         while True:
-            with self._lock:
-                estop = self._estop
-            if estop and self._pause():  # an e-stop while the scene is reset: the time is the e-stop's
+            # An e-stop while the scene is reset: the time is the e-stop's, not the operator's.
+            if self._estop_latched() and self._pause():
                 started += self.last_pause
             with self._lock, np.errstate(all="ignore"):
                 obs = self.view.observe()

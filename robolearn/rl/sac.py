@@ -474,7 +474,6 @@ class SAC(nn.Module):
         utd = self.cfg.utd_ratio
         # Interleaved, not consecutive: a sampler puts the demonstrations first and the online data
         # after, so consecutive slices would give some critic steps (and the actor) only one of them.
-        s = slice(0, utd * b, utd)
         for k in range(utd):
             s = slice(k, utd * b, utd)
             critic_losses.append(self.critic_step(obs[s], act[s], rew[s], next_obs[s], term[s], discount[s]))
@@ -483,7 +482,7 @@ class SAC(nn.Module):
                 gripper_losses.append(
                     self.gripper.step(obs[s], measured, command[s], rew[s], next_obs[s], term[s], discount[s])
                 )
-        actor_loss, alpha, entropy = self.actor_step(obs[s])
+        actor_loss, alpha, entropy = self.actor_step(obs[s])  # the last critic step's slice
         self.updates += self.cfg.utd_ratio
         extra = {"gripper_loss": torch.stack(gripper_losses).mean()} if gripper_losses else {}
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
