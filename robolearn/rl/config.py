@@ -105,8 +105,10 @@ class SACConfig:
     """LayerNorm after every hidden layer of the critics (RLPD)."""
     utd_ratio: int = 1
     """Critic updates per transition collected (update-to-data ratio)."""
-    init_temperature: float = 1.0
-    """Initial entropy temperature."""
+    init_temperature: float = 0.01
+    """Initial entropy temperature: SERL's 1e-2 (RLPD's 1.0 comes with 20 critic updates per
+    transition; at 1 or 2 the temperature takes over 10,000 steps to fall, and pick-cube stayed at 0%
+    that long: docs/learner.md)."""
     target_entropy: Literal["action_dim", "half_action_dim"] = "action_dim"
     """Target entropy: -|A| (SAC), or -|A|/2 (RLPD's option)."""
     backup_entropy: bool = True
