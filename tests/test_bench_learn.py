@@ -28,6 +28,7 @@ TINY = LearnBenchCfg(
     eval_every=600,
     eval_episodes=2,
     num_envs=2,
+    utd_ratio=1,  # the figures are what is tested, not learning: half the updates of the bench's 2
     updates=3,
     rounds=2,
     warmup_updates=1,
