@@ -28,7 +28,6 @@ TINY = LearnBenchCfg(
     eval_every=600,
     eval_episodes=2,
     num_envs=2,
-    utd_ratio=1,  # the figures are what is tested, not learning: half the updates of the bench's 2
     updates=3,
     rounds=2,
     warmup_updates=1,
@@ -68,6 +67,8 @@ def test_summary_has_every_figure(bench: tuple[list[dict[str, Any]], dict[str, A
         assert summary["updates_vs_sb3"] is None
     assert _number_or_none(summary["pick_cube_steps_to_90"])
     assert _number_or_none(summary["pick_cube_minutes_to_90"])
+    # The recipe docs/learner.md measured.
+    assert (summary["pick_cube"]["n_step"], summary["pick_cube"]["utd_ratio"]) == (3, 1)
     (run,) = summary["pick_cube"]["runs"]
     assert run["seed"] == 0 and run["env_steps"] == TINY.steps
     assert run["updates"] > 0  # past the 1,000 transitions before learning starts

@@ -141,10 +141,13 @@ class LearnBenchCfg:
     num_envs: int = 4
     """Worlds the pick_cube actor steps (train's default). The learner still makes one update per
     transition, so this only lets the acting policy lag by up to ``num_envs`` transitions."""
-    utd_ratio: int = 2
-    """Critic updates per transition in the pick_cube runs. At 2 (and SAC's default temperature 0.01)
-    five seeds reached 90% at 7,000 to 11,000 steps in 4 to 6 minutes on 2 cores; at 1, SAC's default,
-    at 12,000 to 13,000 (docs/learner.md)."""
+    utd_ratio: int = 1
+    """Critic updates per transition in the pick_cube runs (SAC's default)."""
+    n_step: int = 3
+    """Rewards summed before bootstrapping in the pick_cube runs (``--sac.n-step``). With 3 (and SAC's
+    defaults otherwise) five seeds reached 90% at 5,000 to 7,000 steps in at most 3 minutes on 2
+    cores and stayed at 80% or more; with 1, at 12,000 to 14,000 (docs/learner.md). The gpu part's
+    device loop bootstraps after one step."""
     critics: tuple[int, ...] = (2, 10)
     """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
     variants: tuple[Variant, ...] = ("bfloat16", "compiled_bfloat16", "hl_gauss", "crossq")
@@ -200,6 +203,7 @@ class LearnBenchCfg:
             "eval_every",
             "eval_episodes",
             "utd_ratio",
+            "n_step",
             "updates",
             "rounds",
             "offline_episodes",

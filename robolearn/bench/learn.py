@@ -18,7 +18,8 @@ Two parts:
   round. Beside the wall-clock rate, updates per CPU-second of this process are less sensitive to
   other jobs on a shared machine.
 - ``pick_cube``: sample efficiency. ``robolearn train`` on ``panda_pick_cube`` (``mujoco_batch``)
-  with 20 scripted demonstrations, for each of ``seeds`` seeds: the environment steps and the
+  with 20 scripted demonstrations (SAC's defaults but ``--utd-ratio`` and ``--n-step``, 2 and 3 by
+  default), for each of ``seeds`` seeds: the environment steps and the
   wall-clock minutes (of the training loop, evaluations included, as ``train`` records them) until
   the evaluated success rate (``eval_episodes`` episodes of the deterministic policy every
   ``eval_every`` environment steps) first reaches 90%, within a budget of ``steps``; a run stops
@@ -401,9 +402,17 @@ class _EvalClock:
 
 
 def _pick_cube_run(
-    cfg: LearnBenchCfg, seed: int, out: Path, say: Callable[[str], None], label: str = "", **options: Any
+    cfg: LearnBenchCfg,
+    seed: int,
+    out: Path,
+    say: Callable[[str], None],
+    label: str = "",
+    n_step: int | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """One pick-cube training run and its figures; ``options`` replace TrainCfg's (the gpu part's)."""
+    """One pick-cube training run and its figures; ``options`` replace TrainCfg's (the gpu part's),
+    ``n_step`` the bench's ``n_step``."""
+    n_step = cfg.n_step if n_step is None else n_step
     train_cfg = TrainCfg(
         task=TASK,
         backend="mujoco_batch",
@@ -421,7 +430,7 @@ def _pick_cube_run(
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
         stop_at_success=TARGET_SUCCESS if cfg.stop_at_90 else None,
-        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio),
+        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio, n_step=n_step),
     )
     train_cfg = replace(train_cfg, **options)
     clock = _EvalClock(label or f"seed {seed}", say)
@@ -500,6 +509,7 @@ def _pick_cube(cfg: LearnBenchCfg, say: Callable[[str], None]) -> tuple[list[dic
             "eval_episodes": cfg.eval_episodes,
             "num_envs": cfg.num_envs,
             "utd_ratio": cfg.utd_ratio,
+            "n_step": cfg.n_step,
             "scripted_demos": SCRIPTED_DEMOS,
             "runs": runs,
         },
@@ -547,6 +557,7 @@ def _gpu(cfg: LearnBenchCfg, say: Callable[[str], None]) -> tuple[list[dict[str,
                 backend="mujoco_warp",
                 torch_device="auto",  # the device loop learns where the worlds are
                 stop_at_success=TARGET_SUCCESS,
+                n_step=1,  # the device loop bootstraps after one step
                 **options,
             )
             runs[label] = run | {"setup_minutes": run["total_minutes"] - run["loop_minutes"]}
