@@ -18,8 +18,8 @@ Two parts:
   round. Beside the wall-clock rate, updates per CPU-second of this process are less sensitive to
   other jobs on a shared machine.
 - ``pick_cube``: sample efficiency. ``robolearn train`` on ``panda_pick_cube`` (``mujoco_batch``)
-  with 20 scripted demonstrations (SAC's defaults but ``--utd-ratio`` and ``--n-step``, 2 and 3 by
-  default), for each of ``seeds`` seeds: the environment steps and the
+  with 20 scripted demonstrations (SAC's defaults but ``--n-step``, three-step returns by default),
+  for each of ``seeds`` seeds: the environment steps and the
   wall-clock minutes (of the training loop, evaluations included, as ``train`` records them) until
   the evaluated success rate (``eval_episodes`` episodes of the deterministic policy every
   ``eval_every`` environment steps) first reaches 90%, within a budget of ``steps``; a run stops
