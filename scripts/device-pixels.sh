@@ -8,7 +8,9 @@
 # The device image has torch, numpy, pyarrow, safetensors, yaml, imageio, matplotlib, but not MuJoCo,
 # Gymnasium, tyro or PyOpenGL (MuJoCo's EGL binding): those travel as wheels (Python 3.12, x86-64),
 # pybullet_data's arm and car files and a stand-in imageio_ffmpeg (both imported at start-up). `run`
-# writes check.log, pixels.log and summary.json to $OUT. One run on an H200 took about 5 minutes.
+# writes check.log, pixels.log and summary.json to $OUT. One run took about 5 minutes on an H200,
+# 6 on an H100 (380 s of wall time with set-up). Python runs with -P: the checkout's robolearn/ lacks
+# the sim, tasks and hardware folders, so the package tree must come first on the path, not the cwd.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -58,7 +60,7 @@ run() {
     export PYTHONPATH
     nvidia-smi -L
     # One render and the pixel task's step rate first: a broken EGL shows here, not after set-up.
-    python3 - <<'EOF' 2>&1 | tee "$OUT/check.log"
+    python3 -P - <<'EOF' 2>&1 | tee "$OUT/check.log"
 import time
 
 import numpy as np
@@ -76,7 +78,7 @@ print(f"pixel task: {800 / seconds:.0f} world-steps/s, mean wrist pixel {obs['wr
 EOF
     local left=$((limit - ($(date +%s) - t0)))
     # The bench with its evaluation lines (INFO) shown, so that a cut-short run still says how far it got.
-    timeout "$left" python3 -c '
+    timeout "$left" python3 -P -c '
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 from robolearn.cli import main
