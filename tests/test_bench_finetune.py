@@ -87,6 +87,19 @@ def test_a_pretrained_run_poor_in_simulation_is_said_to_be() -> None:
     assert len(said) == 1
 
 
+def test_a_latency_the_robots_watchdog_would_pause_training_on_is_refused() -> None:
+    """Measured: at 80 ms against the arm's 100 ms watchdog, robot training paused at every step."""
+    from robolearn.bench.finetune import check_latency, run_finetune_bench
+
+    for embodiment in ("arm", "car"):
+        check_latency(FinetuneBenchCfg(obs_latency_ms=60.0), embodiment)  # 60 + 2 x 20 ms fits 100 ms
+        refused = r"--obs-latency-ms 80: .*watchdog_timeout of 100 ms.*at most 60 ms"
+        with pytest.raises(ConfigError, match=refused):
+            check_latency(FinetuneBenchCfg(obs_latency_ms=80.0), embodiment)
+    with pytest.raises(ConfigError, match="--obs-latency-ms 61"):
+        run_finetune_bench(FinetuneBenchCfg(obs_latency_ms=61.0, embodiments=("car",)))
+
+
 @pytest.mark.slow
 @pytest.mark.ros
 def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:

@@ -406,7 +406,8 @@ class FinetuneBenchCfg:
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
     obs_latency_ms: float = 40.0
-    """Gap: delay of the robot's observations (ms)."""
+    """Gap: delay of the robot's observations (ms); robot training pauses on observations older than
+    the robot's watchdog, so at most the watchdog less two control periods (60 ms for arm and car)."""
     obs_noise: float = 1.0
     """Gap: sensor noise as a multiple of the task's observation noise levels."""
     gap_strength: float = 1.0

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from robolearn.bench.config import FinetuneBenchCfg, TransferBenchCfg
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.bench.transfer import ros_pybullet_success
+from robolearn.errors import ConfigError
 from robolearn.eval.stats import difference_of_proportions_ci
 from robolearn.rl.config import OfflineConfig, TrainCfg
 from robolearn.tasks import make_task_cfg
@@ -204,6 +205,25 @@ def _train_on_robot(
     return Path(summary["run_dir"]), summary
 
 
+def check_latency(cfg: FinetuneBenchCfg, embodiment: str) -> None:
+    """Refuse an observation latency the robot's training cannot run under: the training environment
+    pauses on observations older than the robot's watchdog, and they arrive up to the latency plus a
+    publishing period old (with 80 ms against the arm's 100 ms every episode ended after a few steps).
+    One more control period is kept for the transport's jitter."""
+    from robolearn.envs.ros_env import robot_safety_config
+
+    task = make_task_cfg(_tasks(cfg)[embodiment])
+    safety = robot_safety_config(task)
+    allowed = (safety.watchdog_timeout - 2 * task.control_dt) * 1000
+    if cfg.obs_latency_ms > allowed + 1e-9:
+        raise ConfigError(
+            f"--obs-latency-ms {cfg.obs_latency_ms:g}: the {embodiment}'s observations would arrive older "
+            f"than its watchdog_timeout of {safety.watchdog_timeout * 1000:g} ms ({safety.source}) allows "
+            f"for training on it; give at most {max(allowed, 0):g} ms (the watchdog less two control "
+            f"periods of {task.control_dt * 1000:g} ms)"
+        )
+
+
 def _pretrained(
     cfg: FinetuneBenchCfg, embodiment: str, task: str, folder: Path, progress: Callable[[str], None]
 ) -> tuple[Path, float | None]:
@@ -340,6 +360,9 @@ def run_finetune_bench(
     """Every embodiment's policies on its gapped robot; the table rows and the summary (the JSON
     printed last). With ``cfg.calibrate``: zero-shot success at each gap strength only."""
     cfg.check()
+    if not cfg.calibrate:  # calibration trains nothing on the robot
+        for embodiment in cfg.embodiments:
+            check_latency(cfg, embodiment)
     info = machine_info()
     rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}

@@ -57,9 +57,10 @@ from robolearn.hardware.ros.state_view import (
     tracked_joints,
 )
 from robolearn.hardware.safety import SafetyLayer
+from robolearn.hardware.safety_config import SafetyCfg
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import Observation
+from robolearn.tasks.core import Observation, TaskCfg
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,12 @@ class RosRobotCfg:
     """ROS domain to join; None: ``ROS_DOMAIN_ID`` (0 where unset)."""
 
 
+def robot_safety_config(cfg: TaskCfg, safety: str = "") -> SafetyCfg:
+    """The safety configuration a robot of this task trains under: ``safety`` (a name or file),
+    else the registered robot its scene simulates, else its embodiment's default robot."""
+    return load_safety_config(safety or task_robot(cfg) or DEFAULT_ROBOTS[cfg.embodiment])
+
+
 class RosRobotEnv:
     """One robot as a one-world vector environment with same-step autoreset (see the module doc)."""
 
@@ -113,8 +120,7 @@ class RosRobotEnv:
         self.cfg = make_task_cfg(task)
         self.period = self.cfg.control_dt
         self.codec = make_codec(self.cfg, self.rcfg.command_type)
-        robot = self.rcfg.safety or task_robot(self.cfg) or DEFAULT_ROBOTS[self.cfg.embodiment]
-        self.safety_cfg = load_safety_config(robot)
+        self.safety_cfg = robot_safety_config(self.cfg, self.rcfg.safety)
         self.safety = SafetyLayer(self.safety_cfg, self.cfg)
         self.view = RemoteStateView(self.cfg, tracked_frames(self.cfg), tracked_joints(self.cfg))
         with np.errstate(all="ignore"):  # the view holds no state yet; only the shapes count
