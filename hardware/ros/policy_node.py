@@ -72,6 +72,7 @@ from robolearn.hardware.ros.state_view import (
 from robolearn.hardware.safety import SafetyLayer
 from robolearn.policy.runtime import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.tasks import make_task_cfg
+from robolearn.tasks.core import TaskCfg
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,12 @@ normalization and network, ``safety`` the safety layer, ``publish`` encoding and
 command, ``step`` observe to publish."""
 MAX_PROFILED_STEPS = 200_000
 """Steps kept by the profiler (preallocated: a control step allocates nothing for it)."""
+
+
+def safety_robot(cfg: TaskCfg, robot: str = "") -> str:
+    """The robot whose safety configuration a task runs under: ``robot`` (a name or file) when given,
+    else the task's own robot (a plugin's included) when registered, else its embodiment's built-in one."""
+    return robot or task_robot(cfg) or DEFAULT_ROBOTS[cfg.embodiment]
 
 
 class StageProfile:
@@ -285,8 +292,7 @@ class PolicyNode:
             torch.set_num_threads(1)  # one thread: no spinning workers stealing the control loop's core
         self.cfg = make_task_cfg(self.policy.meta.task)
         self.codec = make_codec(self.cfg, params.command_type)
-        # The task's own robot (a plugin's included) when registered, else the embodiment's built-in one.
-        robot = params.robot or task_robot(self.cfg) or DEFAULT_ROBOTS[self.cfg.embodiment]
+        robot = safety_robot(self.cfg, params.robot)
         safety_cfg = load_safety_config(robot)
         if params.watchdog_timeout > 0:
             safety_cfg = dataclasses.replace(safety_cfg, watchdog_timeout=params.watchdog_timeout)

@@ -210,10 +210,11 @@ def check_latency(cfg: FinetuneBenchCfg, embodiment: str) -> None:
     pauses on observations older than the robot's watchdog, and they arrive up to the latency plus a
     publishing period old (with 80 ms against the arm's 100 ms every episode ended after a few steps).
     One more control period is kept for the transport's jitter."""
-    from robolearn.envs.ros_env import robot_safety_config
+    from robolearn.hardware.registry import load_safety_config
+    from robolearn.hardware.ros.policy_node import safety_robot
 
     task = make_task_cfg(_tasks(cfg)[embodiment])
-    safety = robot_safety_config(task)
+    safety = load_safety_config(safety_robot(task))
     allowed = (safety.watchdog_timeout - 2 * task.control_dt) * 1000
     if cfg.obs_latency_ms > allowed + 1e-6:  # (0.1 - 0.04) * 1000 is not exactly 60
         raise ConfigError(

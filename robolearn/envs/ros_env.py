@@ -45,11 +45,11 @@ import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
 from robolearn.errors import RobolearnError
-from robolearn.hardware.registry import load_safety_config, task_robot
+from robolearn.hardware.registry import load_safety_config
 from robolearn.hardware.ros._rclpy import command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import local_node
 from robolearn.hardware.ros.messages import MessageError, make_codec
-from robolearn.hardware.ros.policy_node import DEFAULT_ROBOTS, MESSAGE_TYPES
+from robolearn.hardware.ros.policy_node import MESSAGE_TYPES, safety_robot
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
     required_sources,
@@ -57,10 +57,9 @@ from robolearn.hardware.ros.state_view import (
     tracked_joints,
 )
 from robolearn.hardware.safety import SafetyLayer
-from robolearn.hardware.safety_config import SafetyCfg
 from robolearn.sim.backend import FloatArray
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import Observation, TaskCfg
+from robolearn.tasks.core import Observation
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +102,6 @@ class RosRobotCfg:
     """ROS domain to join; None: ``ROS_DOMAIN_ID`` (0 where unset)."""
 
 
-def robot_safety_config(cfg: TaskCfg, safety: str = "") -> SafetyCfg:
-    """The safety configuration a robot of this task trains under: ``safety`` (a name or file),
-    else the registered robot its scene simulates, else its embodiment's default robot."""
-    return load_safety_config(safety or task_robot(cfg) or DEFAULT_ROBOTS[cfg.embodiment])
-
-
 class RosRobotEnv:
     """One robot as a one-world vector environment with same-step autoreset (see the module doc)."""
 
@@ -120,7 +113,7 @@ class RosRobotEnv:
         self.cfg = make_task_cfg(task)
         self.period = self.cfg.control_dt
         self.codec = make_codec(self.cfg, self.rcfg.command_type)
-        self.safety_cfg = robot_safety_config(self.cfg, self.rcfg.safety)
+        self.safety_cfg = load_safety_config(safety_robot(self.cfg, self.rcfg.safety))
         self.safety = SafetyLayer(self.safety_cfg, self.cfg)
         self.view = RemoteStateView(self.cfg, tracked_frames(self.cfg), tracked_joints(self.cfg))
         with np.errstate(all="ignore"):  # the view holds no state yet; only the shapes count
