@@ -22,6 +22,7 @@ from robolearn.teleop.mapping import DroneMode
 
 DeviceName = Literal["auto", "none", "keyboard", "gamepad", "spacemouse", "scripted", "replay"]
 Display = Literal["auto", "window", "png", "none"]
+ThresholdRule = Literal["f1", "balanced"]
 
 MAX_IMAGE_SIZE = 4_096
 """Largest rendered frame side (pixels)."""
@@ -193,7 +194,10 @@ class RewardTrainCmd:
     ``robolearn train --pretrained-encoder``, issue 13)."""
     threshold: float | None = None
     """Probability above which a frame counts as a success (reward 1); None: the one with the best
-    F1 score on the validation episodes."""
+    score of ``--threshold-rule`` on the validation episodes."""
+    threshold_rule: ThresholdRule = "f1"
+    """What chooses the epoch and the threshold on the validation episodes: f1 (F1 score) or
+    balanced (the lower of precision and recall, the measure of a goal on both)."""
     seed: int = 0
     """Seed of the episode split, initialization, augmentation and batch order."""
     torch_threads: int = 1

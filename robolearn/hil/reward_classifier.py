@@ -47,7 +47,7 @@ from robolearn.data.format import IMAGES, OBS, STATE, SUCCESS, DatasetError
 from robolearn.data.reader import Dataset, read_dataset
 from robolearn.data.video import episode_video
 from robolearn.errors import ConfigError, CorruptFileError
-from robolearn.hil.config import RewardEvalCmd, RewardTrainCmd
+from robolearn.hil.config import RewardEvalCmd, RewardTrainCmd, ThresholdRule
 from robolearn.policy.encoders import (
     ENCODER_FILE,
     ConvEncoder,
@@ -271,19 +271,49 @@ def _split_episodes(
     return picked
 
 
-def _f1(predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_]) -> float:
-    tp = float((predicted & label).sum())
-    return 2 * tp / max(float(predicted.sum() + label.sum()), 1.0)
+def _score(
+    rule: ThresholdRule, tp: npt.NDArray[np.float64], predicted: npt.NDArray[np.float64], positives: float
+) -> npt.NDArray[np.float64]:
+    """The rule's score of cuts with ``tp`` true of ``predicted`` successes: F1, or the lower of
+    precision and recall (``balanced``)."""
+    if rule == "f1":
+        return 2 * tp / np.maximum(predicted + positives, 1.0)
+    return np.minimum(tp / np.maximum(predicted, 1.0), tp / max(positives, 1.0))
 
 
-def _best_threshold(p: npt.NDArray[np.float64], label: npt.NDArray[np.bool_]) -> tuple[float, float]:
-    """The threshold with the best F1 on these frames (ties: the one nearest 0.5), and that F1."""
-    best, best_f1 = 0.5, -1.0
-    for t in sorted(np.linspace(0.02, 0.98, 49), key=lambda t: abs(t - 0.5)):
-        f1 = _f1(p > t, label)
-        if f1 > best_f1 + 1e-9:
-            best, best_f1 = float(t), f1
-    return best, best_f1
+def _score_at(rule: ThresholdRule, predicted: npt.NDArray[np.bool_], label: npt.NDArray[np.bool_]) -> float:
+    """The rule's score of one set of predictions."""
+    tp = np.array([(predicted & label).sum()], np.float64)
+    return float(_score(rule, tp, np.array([predicted.sum()], np.float64), float(label.sum()))[0])
+
+
+def _best_threshold(
+    p: npt.NDArray[np.float64], label: npt.NDArray[np.bool_], rule: ThresholdRule = "f1"
+) -> tuple[float, float]:
+    """The threshold with the best score of ``rule`` on these frames, and that score.
+
+    Every distinct cut between two sorted probabilities is a candidate (a fixed grid cannot place a
+    threshold between two frames at 0.985 and 0.995), half-way between the probabilities either
+    side. Ties go to the better F1 (the lower of precision and recall stays level while the other
+    falls, over every extra failure frame predicted), then to the middle of the tied cuts.
+    """
+    order = np.argsort(-p, kind="stable")
+    ps, hit = p[order], label[order].astype(np.float64)
+    # Cut k predicts the k most probable frames successful; only cuts between distinct values count.
+    k = np.concatenate([[0], np.flatnonzero(np.diff(ps) < 0) + 1, [len(ps)]])
+    tp, predicted, positives = (
+        np.concatenate([[0.0], np.cumsum(hit)])[k],
+        k.astype(np.float64),
+        float(hit.sum()),
+    )
+    score = _score(rule, tp, predicted, positives)
+    best = np.flatnonzero(score >= score.max() - 1e-12)
+    f1 = _score("f1", tp[best], predicted[best], positives)
+    best = best[f1 >= f1.max() - 1e-12]
+    cut = int(k[best[len(best) // 2]])
+    above = ps[cut - 1] if cut > 0 else 1.0
+    below = ps[cut] if cut < len(ps) else 0.0
+    return float((above + below) / 2), float(score.max())
 
 
 def _cameras(cmd: RewardTrainCmd, ds: Dataset) -> list[str]:
@@ -375,7 +405,8 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
         pos_weight=torch.tensor((len(train_idx) - positives) / max(positives, 1.0))
     )
     optimizer = torch.optim.Adam(net.parameters(), lr=cmd.lr)
-    best: tuple[float, int, float, dict[str, torch.Tensor]] | None = None  # (F1, epoch, threshold, weights)
+    # (validation score, epoch, threshold, weights) of the best epoch so far
+    best: tuple[float, int, float, dict[str, torch.Tensor]] | None = None
     for epoch in range(cmd.epochs):
         net.train()
         for batch in np.array_split(rng.permutation(train_idx), max(1, len(train_idx) // cmd.batch_size)):
@@ -389,12 +420,14 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
         if len(val_idx) and label[val_idx].any():
             p = data.probability(net, val_idx)
             if cmd.threshold is None:
-                threshold, f1 = _best_threshold(p, label[val_idx])
+                threshold, score = _best_threshold(p, label[val_idx], cmd.threshold_rule)
             else:
-                threshold, f1 = cmd.threshold, _f1(p > cmd.threshold, label[val_idx])
-            log.info("epoch %d: validation F1 %.3f at threshold %.2f", epoch, f1, threshold)
-            if best is None or f1 > best[0]:
-                best = (f1, epoch, threshold, {k: v.clone() for k, v in net.state_dict().items()})
+                threshold = cmd.threshold
+                score = _score_at(cmd.threshold_rule, p > threshold, label[val_idx])
+            rule = cmd.threshold_rule
+            log.info("epoch %d: validation %s %.3f at threshold %.3f", epoch, rule, score, threshold)
+            if best is None or score > best[0]:
+                best = (score, epoch, threshold, {k: v.clone() for k, v in net.state_dict().items()})
     if best is not None:
         net.load_state_dict(best[3])
     threshold = best[2] if best is not None else (cmd.threshold if cmd.threshold is not None else 0.5)
