@@ -15,6 +15,12 @@ from robolearn.rl.distill import distill
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    import torch
+
+    # pytest-xdist workers share the cores: each gets its share for torch's pool, not every core.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -31,6 +31,9 @@ from robolearn.hardware.ros.launch import (
     run_processes,
 )
 
+# Process trees timed against SIGTERM deadlines: run alone on the machine (scripts/check).
+pytestmark = pytest.mark.serial
+
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.xml"))
 ROS_NODES = ROOT / "hardware" / "ros"

@@ -24,6 +24,9 @@ from robolearn.rl.config import SACConfig, TrainCfg
 from robolearn.rl.ray_exchange import NAMESPACE, ExchangeHub, RayError, RaySettings, connect, import_ray
 from robolearn.rl.replay import Batch
 
+# Ray clusters and actor processes under timeouts: run alone on the machine (scripts/check).
+pytestmark = pytest.mark.serial
+
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="the ray extra is not installed"
 )

@@ -246,6 +246,7 @@ def test_pybullet_applies_identified_dynamics(tmp_path: Path) -> None:
         plain.close()
 
 
+@pytest.mark.ros
 def test_sim_robot_node_refuses_a_bad_parameter_file(tmp_path: Path) -> None:
     pytest.importorskip("rclpy")
     import subprocess
