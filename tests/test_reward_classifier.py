@@ -126,25 +126,31 @@ def test_held_out_precision_and_recall(pick_dataset: Path, tmp_path: Path) -> No
         clf.reward({k: v for k, v in obs.items() if k != "cube_pos"})
 
 
-@pytest.fixture(scope="module")
-def pixel_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """panda_pick_cube_pixels recorded by ``robolearn record``: the expert (clean and noisy) holding
-    the cube up after success, and random episodes; wrist and scene cameras, 64x64."""
-    out = tmp_path_factory.mktemp("reward-pixels") / "pick"
-    # 15 episodes: with 9 the held-out frame precision ranged 0.54-0.80 over seeds 0-2 on one CPU.
-    for policy, noise, episodes in (("scripted", 0.0, 10), ("scripted", 0.3, 2), ("random", 0.0, 3)):
+def _record_pixels(out: Path, mixture: tuple[tuple[str, float, int], ...], **options: Any) -> None:
+    """Record panda_pick_cube_pixels episodes of each (policy, action noise, episodes), the expert
+    holding the cube up after success."""
+    for policy, noise, episodes in mixture:
         record(
             RecordCmd(
                 "panda_pick_cube_pixels",
                 policy=policy,
                 action_noise=noise,
                 episodes=episodes,
-                max_steps=80,
                 continue_after_success=True,
                 out=out,
                 display="none",
+                **options,
             )
         )
+
+
+@pytest.fixture(scope="module")
+def pixel_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """panda_pick_cube_pixels recorded by ``robolearn record``: the expert (clean and noisy) holding
+    the cube up after success, and random episodes; wrist and scene cameras, 64x64."""
+    out = tmp_path_factory.mktemp("reward-pixels") / "pick"
+    # 15 episodes: with 9 the held-out frame precision ranged 0.54-0.80 over seeds 0-2 on one CPU.
+    _record_pixels(out, (("scripted", 0.0, 10), ("scripted", 0.3, 2), ("random", 0.0, 3)), max_steps=80)
     return out
 
 
@@ -188,28 +194,12 @@ def test_cameras_alone_on_held_out_episodes(
 @pytest.mark.slow
 def test_cameras_alone_reach_issue_13s_goal(tmp_path: Path) -> None:
     """Issue 13: precision and recall of at least 0.95 on held-out pick-cube episodes from the wrist
-    and scene cameras alone (the study in docs/teleop.md: 144 episodes, about 10 minutes on a core)."""
+    and scene cameras alone (the study in docs/teleop.md: 144 episodes, about 13 minutes on a core)."""
     torch.set_num_threads(1)
     out = tmp_path / "pick"
+    mixture = (("scripted", 0.0, 30), ("scripted", 0.3, 15), ("scripted", 0.6, 15), ("random", 0.0, 12))
     for seed in (0, 500):  # the same mixture twice, from two seed streams
-        for policy, noise, episodes in (
-            ("scripted", 0.0, 30),
-            ("scripted", 0.3, 15),
-            ("scripted", 0.6, 15),
-            ("random", 0.0, 12),
-        ):
-            record(
-                RecordCmd(
-                    "panda_pick_cube_pixels",
-                    policy=policy,
-                    action_noise=noise,
-                    episodes=episodes,
-                    continue_after_success=True,
-                    out=out,
-                    display="none",
-                    seed=seed,
-                )
-            )
+        _record_pixels(out, mixture, seed=seed)
     summary = train_reward_classifier(RewardTrainCmd(out, out=tmp_path / "clf", epochs=25, state=False))
     held = summary["held_out"]
     assert summary["held_out_episodes"] == 37 and held["positives"] > 1000
