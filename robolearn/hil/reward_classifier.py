@@ -301,11 +301,8 @@ def _best_threshold(
     ps, hit = p[order], label[order].astype(np.float64)
     # Cut k predicts the k most probable frames successful; only cuts between distinct values count.
     k = np.concatenate([[0], np.flatnonzero(np.diff(ps) < 0) + 1, [len(ps)]])
-    tp, predicted, positives = (
-        np.concatenate([[0.0], np.cumsum(hit)])[k],
-        k.astype(np.float64),
-        float(hit.sum()),
-    )
+    tp = np.concatenate([[0.0], np.cumsum(hit)])[k]
+    predicted, positives = k.astype(np.float64), float(hit.sum())
     score = _score(rule, tp, predicted, positives)
     best = np.flatnonzero(score >= score.max() - 1e-12)
     f1 = _score("f1", tp[best], predicted[best], positives)
@@ -418,13 +415,12 @@ def train_reward_classifier(cmd: RewardTrainCmd) -> dict[str, Any]:
             optimizer.step()
         net.eval()
         if len(val_idx) and label[val_idx].any():
-            p = data.probability(net, val_idx)
+            p, rule = data.probability(net, val_idx), cmd.threshold_rule
             if cmd.threshold is None:
-                threshold, score = _best_threshold(p, label[val_idx], cmd.threshold_rule)
+                threshold, score = _best_threshold(p, label[val_idx], rule)
             else:
                 threshold = cmd.threshold
-                score = _score_at(cmd.threshold_rule, p > threshold, label[val_idx])
-            rule = cmd.threshold_rule
+                score = _score_at(rule, p > threshold, label[val_idx])
             log.info("epoch %d: validation %s %.3f at threshold %.3f", epoch, rule, score, threshold)
             if best is None or score > best[0]:
                 best = (score, epoch, threshold, {k: v.clone() for k, v in net.state_dict().items()})
