@@ -24,6 +24,9 @@ Embodiment = Literal["arm", "drone", "car", "arm_pixels"]
 """What the transfer benchmark deploys (``arm_pixels``: the pick-cube task from cameras)."""
 LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels"]
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels")
+GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
+GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
+"""The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
@@ -169,6 +172,10 @@ class LearnBenchCfg:
     """gym: environment steps of each Walker2d-v5 and HalfCheetah-v5 run (robolearn's and SB3's)."""
     gym_seeds: int = 3
     """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
+    gym_envs: tuple[GymEnv, ...] = GYM_ENVS
+    """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
+    gym_sb3: bool = True
+    """gym: also train SB3's SAC at the same steps and seeds (``--no-gym-sb3``: robolearn's runs only)."""
     gpu_parallel: Literal["small", "medium", "large"] = "medium"
     """gpu: the ``--parallel`` preset of the massively parallel run (beside the sample-efficient one)."""
     gpu_steps: int = 3_000_000

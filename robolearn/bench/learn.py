@@ -401,6 +401,25 @@ class _EvalClock:
         self.last = now
 
 
+class _StepClock:
+    """A ``train`` progress hook for runs evaluated only at their end: a line every ``every`` steps."""
+
+    def __init__(self, label: str, every: int, say: Callable[[str], None]) -> None:
+        self.label, self.every, self.say = label, every, say
+        self.next = every
+        self.started = time.perf_counter()
+
+    def __call__(self, state: RunState, live: dict[str, float]) -> None:
+        if state.env_steps < self.next:
+            return
+        self.next += self.every
+        minutes = (time.perf_counter() - self.started) / 60
+        self.say(
+            f"{self.label}: {state.env_steps:,} env steps, {minutes:.1f} min, {live['updates_per_s']:.0f} "
+            f"updates/s, return of the last 20 episodes {live['return']:,.0f}"
+        )
+
+
 def _pick_cube_run(
     cfg: LearnBenchCfg,
     seed: int,
@@ -710,7 +729,8 @@ def _offline_run(
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
         stop_at_success=TARGET_SUCCESS,
-        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio),
+        # The pick_cube part's recipe online; Cal-QL's and IQL's offline steps stay one-step.
+        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio, n_step=cfg.n_step),
     )
     if name.endswith("_wsrl"):
         kw: dict[str, Any] = dict(
@@ -779,9 +799,6 @@ def _pct(x: float | None) -> str:
 
 # -- gym -------------------------------------------------------------------------------------------
 
-GYM_ENVS = ("Walker2d-v5", "HalfCheetah-v5")
-
-
 def iqm(values: list[float]) -> float:
     """Interquartile mean (Agarwal et al., "Deep RL at the Edge of the Statistical Precipice", 2021):
     the mean of the middle half, counting the values at the quartiles by the fraction inside it."""
@@ -798,32 +815,47 @@ def _gym(
 
     rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"gym": {"steps": cfg.gym_steps, "seeds": cfg.gym_seeds, "eval_episodes": 10}}
+    suffix = "_100k" if cfg.gym_steps == 100_000 else f"_{cfg.gym_steps}"
     with tempfile.TemporaryDirectory() as tmp:
-        for env_id in GYM_ENVS:
-            ours, theirs = [], []
+        for env_id in cfg.gym_envs:
+            ours: list[float] = []
+            theirs: list[float] = []
+            minutes: dict[str, list[float]] = {"robolearn": [], "sb3": []}
             for seed in range(cfg.seed, cfg.seed + cfg.gym_seeds):
                 say(f"gym: robolearn {env_id} seed {seed}, {cfg.gym_steps:,} steps")
+                clock = _StepClock(f"gym: robolearn {env_id} seed {seed}", max(cfg.gym_steps // 10, 1), say)
                 run = train(
-                    _gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, Path(tmp), final_eval_episodes=10)
+                    _gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, Path(tmp), final_eval_episodes=10), clock
                 )
                 ours.append(run["return_mean"])
+                minutes["robolearn"].append(run["wall_minutes"])
+                say(f"gym: robolearn {env_id} seed {seed}: final return {ours[-1]:,.0f}")
+                if not cfg.gym_sb3:
+                    continue
                 say(f"gym: SB3 {env_id} seed {seed}, {cfg.gym_steps:,} steps")
                 sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device)
                 if not isinstance(sb3, str):
                     mean, _ = evaluate_policy(sb3[0], gym.make(env_id), n_eval_episodes=10)
                     theirs.append(float(np.mean(mean)))
+                    minutes["sb3"].append(sb3[1] / 60)
+                    say(f"gym: SB3 {env_id} seed {seed}: final return {theirs[-1]:,.0f}")
             key = env_id.split("-")[0].lower()
             ours_iqm, sb3_iqm = iqm(ours), iqm(theirs) if theirs else None
-            suffix = "_100k" if cfg.gym_steps == 100_000 else f"_{cfg.gym_steps}"
             summary[f"{key}_iqm{suffix}"] = ours_iqm
             summary[f"sb3_{key}_iqm{suffix}"] = sb3_iqm
-            summary["gym"][key] = {"robolearn_returns": ours, "sb3_returns": theirs}
+            summary["gym"][key] = {
+                "seeds": list(range(cfg.seed, cfg.seed + cfg.gym_seeds)),
+                "robolearn_returns": ours,
+                "sb3_returns": theirs,
+                "minutes": minutes,
+            }
+            sb3_note = "not run" if not cfg.gym_sb3 else "-" if sb3_iqm is None else f"{sb3_iqm:,.0f}"
             rows.append(
                 {
                     "part": "gym",
                     "contender": f"{env_id} robolearn SAC",
                     "note": f"IQM of final return {ours_iqm:,.0f} over {len(ours)} seeds at "
-                    f"{cfg.gym_steps:,} steps; SB3 {'-' if sb3_iqm is None else f'{sb3_iqm:,.0f}'}",
+                    f"{cfg.gym_steps:,} steps; SB3 {sb3_note}",
                 }
             )
     return rows, summary
