@@ -168,6 +168,8 @@ def test_bad_configuration_is_refused(tmp_path: Path) -> None:
         run_learn_bench(LearnBenchCfg(parts=("speed",)))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="critics must be ensemble sizes"):
         run_learn_bench(LearnBenchCfg(critics=()))
+    with pytest.raises(ConfigError, match="--gym-envs and --gym-learners: name at least one"):
+        run_learn_bench(LearnBenchCfg(parts=("gym",), gym_learners=()))
     with pytest.raises(ConfigError, match=r"--stop-at-success 1\.5: must be in"):
         train(TrainCfg(task="panda_reach", stop_at_success=1.5, out=tmp_path))
 
@@ -179,19 +181,20 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(monkeypatch: 
 
     monkeypatch.setattr(robolearn.rl.train, "_evaluate", evaluate)
     messages: list[str] = []
-    cfg = LearnBenchCfg(
-        parts=("gym",), gym_steps=1_100, gym_seeds=1, seed=4, gym_envs=("HalfCheetah-v5",), gym_sb3=False
-    )
+    cfg = LearnBenchCfg(parts=("gym",), gym_steps=1_100, gym_seeds=1, seed=4, gym_envs=("HalfCheetah-v5",))
+    cfg = replace(cfg, gym_learners=("robolearn",))
     rows, summary = run_learn_bench(cfg, progress=messages.append)
     assert summary["halfcheetah_iqm_1100"] == 123.0
-    assert summary["sb3_halfcheetah_iqm_1100"] is None
+    assert "sb3_halfcheetah_iqm_1100" not in summary
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
-    assert detail["seeds"] == [4] and detail["robolearn_returns"] == [123.0] and detail["sb3_returns"] == []
-    assert len(detail["minutes"]["robolearn"]) == 1 and detail["minutes"]["sb3"] == []
-    assert rows[-1]["note"] == "IQM of final return 123 over 1 seeds at 1,100 steps; SB3 not run"
-    # Progress every tenth of the run (the first random steps included), and no SB3 run.
+    assert detail["seeds"] == [4] and "sb3" not in detail
+    assert detail["robolearn"]["returns"] == [123.0] and len(detail["robolearn"]["minutes"]) == 1
+    assert [row["contender"] for row in rows] == ["HalfCheetah-v5 robolearn SAC"]
+    assert rows[-1]["note"] == "IQM of final return 123 over 1 seeds at 1,100 steps"
+    # Progress every tenth of the run, the final return, and no SB3 run.
     label = "gym: robolearn HalfCheetah-v5 seed 4: "
     steps = [m for m in messages if m.startswith(label) and "env steps" in m]
     assert len(steps) >= 5
+    assert messages[-1].startswith(label + "final return 123 after ")
     assert not any(m.startswith("gym: SB3") for m in messages)

@@ -27,6 +27,7 @@ LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_onl
 GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
 GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
+GymLearner = Literal["robolearn", "sb3"]
 Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
@@ -174,8 +175,8 @@ class LearnBenchCfg:
     """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
     gym_envs: tuple[GymEnv, ...] = GYM_ENVS
     """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
-    gym_sb3: bool = True
-    """gym: also train SB3's SAC at the same steps and seeds (``--no-gym-sb3``: robolearn's runs only)."""
+    gym_learners: tuple[GymLearner, ...] = ("robolearn", "sb3")
+    """gym: whose SAC to train, robolearn's and Stable-Baselines3's, at the same steps and seeds."""
     gpu_parallel: Literal["small", "medium", "large"] = "medium"
     """gpu: the ``--parallel`` preset of the massively parallel run (beside the sample-efficient one)."""
     gpu_steps: int = 3_000_000
@@ -225,6 +226,8 @@ class LearnBenchCfg:
         check_range("--e2e-steps", self.e2e_steps, 0)
         check_range("--offline-steps", self.offline_steps, 0)
         check_threads("--torch-threads", self.torch_threads)
+        if not self.gym_envs or not self.gym_learners:
+            raise ConfigError("--gym-envs and --gym-learners: name at least one of each")
         check_warp_device("--gpu-device", self.gpu_device)
         self.pixels.check()
         if not self.critics:

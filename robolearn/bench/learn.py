@@ -799,6 +799,7 @@ def _pct(x: float | None) -> str:
 
 # -- gym -------------------------------------------------------------------------------------------
 
+
 def iqm(values: list[float]) -> float:
     """Interquartile mean (Agarwal et al., "Deep RL at the Edge of the Statistical Precipice", 2021):
     the mean of the middle half, counting the values at the quartiles by the fraction inside it."""
@@ -808,56 +809,63 @@ def iqm(values: list[float]) -> float:
     return float((x * weights).sum() / weights.sum()) if weights.sum() > 0 else float(np.median(x))
 
 
+def _gym_run(
+    cfg: LearnBenchCfg,
+    learner: str,
+    env_id: str,
+    seed: int,
+    out: Path,
+    device: torch.device,
+    say: Callable[[str], None],
+) -> tuple[float, float] | None:
+    """One gym run of ``learner`` (robolearn or sb3): the mean return of 10 final evaluation episodes
+    and the run's wall-clock minutes, or None where SB3 does not import."""
+    label = f"gym: {'robolearn' if learner == 'robolearn' else 'SB3'} {env_id} seed {seed}"
+    say(f"{label}, {cfg.gym_steps:,} steps")
+    if learner == "robolearn":
+        clock = _StepClock(label, max(cfg.gym_steps // 10, 1), say)
+        run = train(_gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, out, final_eval_episodes=10), clock)
+        result = run["return_mean"], run["wall_minutes"]
+    else:
+        from stable_baselines3.common.evaluation import evaluate_policy
+
+        sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device)
+        if isinstance(sb3, str):
+            say(f"{label}: {sb3}")
+            return None
+        mean, _ = evaluate_policy(sb3[0], gym.make(env_id), n_eval_episodes=10)
+        result = float(np.mean(mean)), sb3[1] / 60
+    say(f"{label}: final return {result[0]:,.0f} after {result[1]:.1f} min")
+    return result
+
+
 def _gym(
     cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from stable_baselines3.common.evaluation import evaluate_policy
-
     rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"gym": {"steps": cfg.gym_steps, "seeds": cfg.gym_seeds, "eval_episodes": 10}}
     suffix = "_100k" if cfg.gym_steps == 100_000 else f"_{cfg.gym_steps}"
+    seeds = list(range(cfg.seed, cfg.seed + cfg.gym_seeds))
     with tempfile.TemporaryDirectory() as tmp:
         for env_id in cfg.gym_envs:
-            ours: list[float] = []
-            theirs: list[float] = []
-            minutes: dict[str, list[float]] = {"robolearn": [], "sb3": []}
-            for seed in range(cfg.seed, cfg.seed + cfg.gym_seeds):
-                say(f"gym: robolearn {env_id} seed {seed}, {cfg.gym_steps:,} steps")
-                clock = _StepClock(f"gym: robolearn {env_id} seed {seed}", max(cfg.gym_steps // 10, 1), say)
-                run = train(
-                    _gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, Path(tmp), final_eval_episodes=10), clock
-                )
-                ours.append(run["return_mean"])
-                minutes["robolearn"].append(run["wall_minutes"])
-                say(f"gym: robolearn {env_id} seed {seed}: final return {ours[-1]:,.0f}")
-                if not cfg.gym_sb3:
-                    continue
-                say(f"gym: SB3 {env_id} seed {seed}, {cfg.gym_steps:,} steps")
-                sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device)
-                if not isinstance(sb3, str):
-                    mean, _ = evaluate_policy(sb3[0], gym.make(env_id), n_eval_episodes=10)
-                    theirs.append(float(np.mean(mean)))
-                    minutes["sb3"].append(sb3[1] / 60)
-                    say(f"gym: SB3 {env_id} seed {seed}: final return {theirs[-1]:,.0f}")
             key = env_id.split("-")[0].lower()
-            ours_iqm, sb3_iqm = iqm(ours), iqm(theirs) if theirs else None
-            summary[f"{key}_iqm{suffix}"] = ours_iqm
-            summary[f"sb3_{key}_iqm{suffix}"] = sb3_iqm
-            summary["gym"][key] = {
-                "seeds": list(range(cfg.seed, cfg.seed + cfg.gym_seeds)),
-                "robolearn_returns": ours,
-                "sb3_returns": theirs,
-                "minutes": minutes,
-            }
-            sb3_note = "not run" if not cfg.gym_sb3 else "-" if sb3_iqm is None else f"{sb3_iqm:,.0f}"
-            rows.append(
-                {
-                    "part": "gym",
-                    "contender": f"{env_id} robolearn SAC",
-                    "note": f"IQM of final return {ours_iqm:,.0f} over {len(ours)} seeds at "
-                    f"{cfg.gym_steps:,} steps; SB3 {sb3_note}",
-                }
-            )
+            detail: dict[str, Any] = {"seeds": seeds}
+            for learner in cfg.gym_learners:
+                runs = [_gym_run(cfg, learner, env_id, seed, Path(tmp), device, say) for seed in seeds]
+                done = [run for run in runs if run is not None]
+                value = iqm([ret for ret, _ in done]) if done else None
+                summary[f"{key}_iqm{suffix}" if learner == "robolearn" else f"sb3_{key}_iqm{suffix}"] = value
+                detail[learner] = {"returns": [ret for ret, _ in done], "minutes": [m for _, m in done]}
+                figure = "-" if value is None else f"{value:,.0f}"  # None: SB3 does not import
+                rows.append(
+                    {
+                        "part": "gym",
+                        "contender": f"{env_id} {'robolearn' if learner == 'robolearn' else 'SB3'} SAC",
+                        "note": f"IQM of final return {figure} over {len(done)} seeds at "
+                        f"{cfg.gym_steps:,} steps",
+                    }
+                )
+            summary["gym"][key] = detail
     return rows, summary
 
 
