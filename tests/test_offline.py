@@ -197,11 +197,18 @@ def _spaces() -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, ...]]]:
 
 def test_rlpd_mode_keeps_the_offline_data(tmp_path: Path, expert_dataset: Path) -> None:
     cfg = _cfg(
-        tmp_path, expert_dataset, offline_algo="iql", offline_steps=20, online_steps=40, online_mode="rlpd"
+        tmp_path, expert_dataset, offline_algo="iql", offline_steps=250, online_steps=40, online_mode="rlpd"
     )
     cfg = replace(cfg, learning_starts=20)
-    summary = train(cfg)
-    assert summary["updates"] > 20  # online updates followed the offline ones
+    heard: list[tuple[int, dict[str, float]]] = []
+    summary = train(cfg, lambda state, live: heard.append((state.env_steps, dict(live))))
+    assert summary["updates"] > 250  # online updates followed the offline ones
+    # Pretraining reported its progress every 100 updates and at its end, before any environment step.
+    offline = [(steps, live) for steps, live in heard if "offline_updates" in live]
+    assert [live["offline_updates"] for _, live in offline] == [100, 200, 250]
+    for steps, live in offline:
+        assert steps == 0 and live["offline_total"] == 250 and live["updates_per_s"] > 0
+    assert heard.index(offline[-1]) == len(offline) - 1 and heard[-1][0] == 40
     demos = load_checkpoint(tmp_path / "run").replay("demos")
     assert demos is not None and len(demos) > 100
 

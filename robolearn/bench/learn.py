@@ -390,6 +390,16 @@ class _EvalClock:
 
     def __call__(self, state: RunState, live: dict[str, float]) -> None:
         now = time.perf_counter()
+        done = live.get("offline_updates")
+        if done is not None:  # offline pretraining: a line every tenth of it
+            total = live["offline_total"]
+            if done == total or done % max(int(total) // 10, 1) == 0:
+                self.say(
+                    f"pick_cube {self.label}: offline pretraining, {done:,.0f}/{total:,.0f} updates, "
+                    f"{live['updates_per_s']:.1f} updates/s"
+                )
+            self.last = now
+            return
         if len(state.evals) > self.seen:
             self.seen = len(state.evals)
             self.eval_seconds += now - self.last

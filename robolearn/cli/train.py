@@ -182,6 +182,10 @@ def run_train(cmd: TrainCfg) -> None:
         if now - last[0] < 0.5 and state.env_steps < bar.total:
             return
         last[0] = now
+        if "offline_updates" in live:  # pretraining on --offline, before the first environment step
+            done, total = int(live["offline_updates"]), int(live["offline_total"])
+            bar.set_postfix(offline=f"{done}/{total} updates", upd_s=f"{live['updates_per_s']:.0f}")
+            return
         bar.update(state.env_steps - bar.n)
         bar.set_postfix(
             steps_s=f"{live['steps_per_s']:.0f}",

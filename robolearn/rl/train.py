@@ -255,7 +255,9 @@ def train(
         if cfg.init_from is not None:
             demos = _init_from(cfg, agent, obs_norm, demos)
         if cfg.offline:
-            offline = _pretrain(cfg, agent, layout, obs_shapes, scaler, obs_norm, state, int(seeds[3]))
+            offline = _pretrain(
+                cfg, agent, layout, obs_shapes, scaler, obs_norm, state, int(seeds[3]), progress
+            )
             if cfg.online_mode == "rlpd":  # RLPD keeps the offline data as half of every batch
                 demos = offline if demos is None else _joined(demos, offline)
 
@@ -628,8 +630,12 @@ def _pretrain(
     obs_norm: RunningNorm,
     state: RunState,
     seed: int,
+    progress: Callable[[RunState, dict[str, float]], None] | None = None,
 ) -> ReplayBuffer:
-    """Offline pretraining on ``--offline`` (Cal-QL or IQL) for ``--offline-steps`` gradient steps."""
+    """Offline pretraining on ``--offline`` (Cal-QL or IQL) for ``--offline-steps`` gradient steps.
+
+    ``progress`` hears of it every 100 updates, its ``live`` dict with ``offline_updates`` and
+    ``offline_total`` (no environment steps yet: ``steps_per_s`` 0, ``return`` NaN)."""
     from robolearn.rl.offline import make_offline_algorithm
 
     rng = np.random.default_rng(seed)
@@ -646,6 +652,11 @@ def _pretrain(
         obs, act, rew, next_obs, term, discount = sampler.tensors(data.take(idx), np.full(b, cfg.sac.gamma))
         mc = torch.as_tensor(mc_return[idx], device=agent.device)
         metrics = algo.update(obs, act, rew, next_obs, term, discount, mc)
+        if progress is not None and ((step + 1) % 100 == 0 or step + 1 == cfg.offline_steps):
+            state.updates = agent.updates
+            rate = (step + 1) / max(time.perf_counter() - started, 1e-9)
+            live = {"steps_per_s": 0.0, "updates_per_s": rate, "return": float("nan")}
+            progress(state, live | {"offline_updates": step + 1, "offline_total": cfg.offline_steps})
         if (step + 1) % 1_000 == 0:
             log.info("offline %s: %d/%d updates %s", cfg.offline_algo, step + 1, cfg.offline_steps, metrics)
     log.info(
