@@ -209,6 +209,8 @@ def test_rlpd_mode_keeps_the_offline_data(tmp_path: Path, expert_dataset: Path) 
     for steps, live in offline:
         assert steps == 0 and live["offline_total"] == 250 and live["updates_per_s"] > 0
     assert heard.index(offline[-1]) == len(offline) - 1 and heard[-1][0] == 40
+    # The online rate counts online updates only (at most one per transition after learning starts).
+    assert heard[-1][1]["updates_per_s"] <= heard[-1][1]["steps_per_s"]
     demos = load_checkpoint(tmp_path / "run").replay("demos")
     assert demos is not None and len(demos) > 100
 

@@ -106,6 +106,8 @@ class RunState:
 
     env_steps: int = 0
     updates: int = 0
+    offline_updates: int = 0
+    """Of ``updates``, those of ``--offline`` pretraining, which ``wall_seconds`` does not time."""
     episodes: int = 0
     wall_seconds: float = 0.0
     evals: list[dict[str, Any]] = field(default_factory=list)
@@ -564,7 +566,7 @@ def _live(learner: LearnerRole, state: RunState, started: float, reports_success
     elapsed = max(time.perf_counter() - started, 1e-9)
     live = {
         "steps_per_s": state.env_steps / elapsed,
-        "updates_per_s": state.updates / elapsed,
+        "updates_per_s": (state.updates - state.offline_updates) / elapsed,
         "return": float(np.mean(ep.returns[-20:])) if ep.returns else float("nan"),
     }
     if reports_success or ep.successes:
@@ -666,7 +668,7 @@ def _pretrain(
         len(data),
         time.perf_counter() - started,
     )
-    state.updates = agent.updates
+    state.updates = state.offline_updates = agent.updates
     return data
 
 
