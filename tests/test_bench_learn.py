@@ -175,26 +175,35 @@ def test_bad_configuration_is_refused(tmp_path: Path) -> None:
 
 
 def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    sb3_evaluation = pytest.importorskip("stable_baselines3.common.evaluation")
+
     def evaluate(learner: Any, *args: Any) -> dict[str, Any]:
         rate = {"success_rate": 0.0, "success_rate_ci95": [0.0, 0.0], "success_defined": False}
         return rate | {"return_mean": 123.0}
 
+    # Both learners train for real; only their final evaluations (10 episodes of 1,000 steps) are
+    # replaced by fixed returns.
     monkeypatch.setattr(robolearn.rl.train, "_evaluate", evaluate)
+    monkeypatch.setattr(sb3_evaluation, "evaluate_policy", lambda *args, **kw: (456.0, 0.0))
     messages: list[str] = []
     cfg = LearnBenchCfg(parts=("gym",), gym_steps=1_100, gym_seeds=1, seed=4, gym_envs=("HalfCheetah-v5",))
-    cfg = replace(cfg, gym_learners=("robolearn",))
     rows, summary = run_learn_bench(cfg, progress=messages.append)
-    assert summary["halfcheetah_iqm_1100"] == 123.0
-    assert "sb3_halfcheetah_iqm_1100" not in summary
+    assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
-    assert detail["seeds"] == [4] and "sb3" not in detail
+    assert detail["seeds"] == [4]
     assert detail["robolearn"]["returns"] == [123.0] and len(detail["robolearn"]["minutes"]) == 1
-    assert [row["contender"] for row in rows] == ["HalfCheetah-v5 robolearn SAC"]
-    assert rows[-1]["note"] == "IQM of final return 123 over 1 seeds at 1,100 steps"
-    # Progress every tenth of the run, the final return, and no SB3 run.
-    label = "gym: robolearn HalfCheetah-v5 seed 4: "
-    steps = [m for m in messages if m.startswith(label) and "env steps" in m]
-    assert len(steps) >= 5
-    assert messages[-1].startswith(label + "final return 123 after ")
+    assert detail["sb3"]["returns"] == [456.0] and len(detail["sb3"]["minutes"]) == 1
+    assert [row["contender"] for row in rows] == ["HalfCheetah-v5 robolearn SAC", "HalfCheetah-v5 SB3 SAC"]
+    assert rows[-1]["note"] == "IQM of final return 456 over 1 seeds at 1,100 steps"
+    # Each run says how far it is every tenth of its steps, then its final return.
+    for label in ("gym: robolearn HalfCheetah-v5 seed 4: ", "gym: SB3 HalfCheetah-v5 seed 4: "):
+        lines = [m for m in messages if m.startswith(label)]
+        assert sum("env steps" in m for m in lines) >= 5, lines
+        assert lines[-1].startswith(label + "final return "), lines
+
+    # One learner alone.
+    messages.clear()
+    rows, summary = run_learn_bench(replace(cfg, gym_learners=("robolearn",)), progress=messages.append)
+    assert "sb3" not in summary["gym"]["halfcheetah"] and "sb3_halfcheetah_iqm_1100" not in summary
     assert not any(m.startswith("gym: SB3") for m in messages)

@@ -640,11 +640,14 @@ def _gym_train_cfg(cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: 
     return TrainCfg(**(base | kw))
 
 
-def _sb3_gym(env_id: str, steps: int, seed: int, device: torch.device) -> tuple[Any, float, float] | str:
+def _sb3_gym(
+    env_id: str, steps: int, seed: int, device: torch.device, say: Callable[[str], None] | None = None
+) -> tuple[Any, float, float] | str:
     """SB3's SAC trained for ``steps`` on ``env_id``, its ``learn`` wall-clock and CPU seconds, or why
-    it cannot run."""
+    it cannot run. With ``say``, a line every tenth of the steps (the timed end-to-end run has none)."""
     try:
         from stable_baselines3 import SAC as SB3SAC
+        from stable_baselines3.common.callbacks import BaseCallback
     except ImportError as exc:
         return f"stable-baselines3 does not import ({exc}); pip install robolearn[bench]"
     model = SB3SAC(
@@ -657,7 +660,21 @@ def _sb3_gym(env_id: str, steps: int, seed: int, device: torch.device) -> tuple[
         seed=seed,
     )
     start, cpu = time.perf_counter(), time.process_time()
-    model.learn(steps)
+    callback = None
+    if say is not None:
+        tell = say
+        every = max(steps // 10, 1)
+
+        class Progress(BaseCallback):
+            def _on_step(self) -> bool:
+                if self.num_timesteps % every == 0:
+                    minutes = (time.perf_counter() - start) / 60
+                    done = self.num_timesteps
+                    tell(f"gym: SB3 {env_id} seed {seed}: {done:,} env steps, {minutes:.1f} min")
+                return True
+
+        callback = Progress()
+    model.learn(steps, callback=callback)
     return model, time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -839,7 +856,7 @@ def _gym_run(
     else:
         from stable_baselines3.common.evaluation import evaluate_policy
 
-        sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device)
+        sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device, say)
         if isinstance(sb3, str):
             say(f"{label}: {sb3}")
             return None
