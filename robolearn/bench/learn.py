@@ -836,6 +836,10 @@ def iqm(values: list[float]) -> float:
     return float((x * weights).sum() / weights.sum()) if weights.sum() > 0 else float(np.median(x))
 
 
+GYM_LEARNER_NAMES = {"robolearn": "robolearn", "sb3": "SB3"}
+"""How the gym part's rows and progress lines name each ``--gym-learners`` value."""
+
+
 def _gym_run(
     cfg: LearnBenchCfg,
     learner: str,
@@ -847,7 +851,7 @@ def _gym_run(
 ) -> tuple[float, float] | None:
     """One gym run of ``learner`` (robolearn or sb3): the mean return of 10 final evaluation episodes
     and the run's wall-clock minutes, or None where SB3 does not import."""
-    label = f"gym: {'robolearn' if learner == 'robolearn' else 'SB3'} {env_id} seed {seed}"
+    label = f"gym: {GYM_LEARNER_NAMES[learner]} {env_id} seed {seed}"
     say(f"{label}, {cfg.gym_steps:,} steps")
     if learner == "robolearn":
         clock = _StepClock(label, max(cfg.gym_steps // 10, 1), say)
@@ -887,7 +891,7 @@ def _gym(
                 rows.append(
                     {
                         "part": "gym",
-                        "contender": f"{env_id} {'robolearn' if learner == 'robolearn' else 'SB3'} SAC",
+                        "contender": f"{env_id} {GYM_LEARNER_NAMES[learner]} SAC",
                         "note": f"IQM of final return {figure} over {len(done)} seeds at "
                         f"{cfg.gym_steps:,} steps",
                     }
