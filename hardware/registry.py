@@ -13,6 +13,7 @@ explicit safety configuration uses the registered robot of that name.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -150,10 +151,35 @@ def get_robot(name: str) -> RobotSpec:
     return spec
 
 
+DEFAULT_ROBOTS = {"arm": "panda", "drone": "crazyflie", "car": "racecar"}
+"""Safety configuration used for each embodiment when ``robot`` is not given and the task's robot
+(``scene.robot.name``) is not a registered one."""
+
+
 def task_robot(cfg: TaskCfg) -> str | None:
     """The registered robot a task's scene simulates (by ``scene.robot.name``), or None."""
     name = cfg.scene.robot.name
     return name if name in robot_names() else None
+
+
+def safety_robot(cfg: TaskCfg, robot: str = "") -> str:
+    """The robot whose safety configuration a task runs under: ``robot`` (a name or file) when given,
+    else the task's own robot (a plugin's included) when registered, else its embodiment's built-in one."""
+    return robot or task_robot(cfg) or DEFAULT_ROBOTS[cfg.embodiment]
+
+
+def rate_limited_task(cfg: TaskCfg, robot: str = "") -> TaskCfg:
+    """``cfg`` with its actions rate-limited as the safety layer of ``robot`` (:func:`safety_robot`)
+    will limit them on the robot: each component's ``max_rate`` (``robolearn train --rate-limits``)."""
+    safety = load_safety_config(safety_robot(cfg, robot))
+    missing = [n for n in cfg.action.names if n not in safety.action]
+    if missing:
+        raise SafetyConfigError(
+            f"{safety.source}: no action limits for {', '.join(missing)} of task {cfg.name} "
+            f"(it has {', '.join(safety.action)})"
+        )
+    rates = tuple(float(safety.action[n].max_rate) for n in cfg.action.names)
+    return dataclasses.replace(cfg, action=dataclasses.replace(cfg.action, max_rate=rates))
 
 
 def load_safety_config(name_or_path: str | Path) -> SafetyCfg:

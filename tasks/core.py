@@ -181,6 +181,10 @@ class ActionCfg:
     """Keyword arguments of ``to_controls``."""
     gripper: GripperCfg | None = None
     """The component that commands a gripper, if one does."""
+    max_rate: tuple[float, ...] | None = None
+    """Largest change of each component per second between consecutive commands (units per second),
+    or None for none: a robot's safety layer rate-limits its commands so (``max_rate`` of
+    hardware/config/<robot>.yaml), and ``robolearn train --rate-limits`` trains under the same."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +275,9 @@ class TaskCfg:
                 )
         if any(lo >= hi for lo, hi in zip(self.action.low, self.action.high, strict=True)):
             raise TaskError(f"task {self.name}: every action low must be below its high")
+        rate = self.action.max_rate
+        if rate is not None and (len(rate) != n or not all(r > 0 for r in rate)):
+            raise TaskError(f"task {self.name}: action.max_rate needs {n} positive entries, got {rate}")
         if self.control_dt <= 0 or abs(self.substeps * self.scene.physics_dt - self.control_dt) > 1e-9:
             raise TaskError(
                 f"task {self.name}: control_dt {self.control_dt} is not a positive multiple of "
@@ -296,7 +303,6 @@ class TaskCfg:
                     f"task {self.name}: term {label} reads termination {named!r}; "
                     f"terminations: {sorted(self.terminations)}"
                 )
-
 
     def _validate_cameras(self) -> None:
         for name, cam in self.cameras.items():

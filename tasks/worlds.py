@@ -119,6 +119,16 @@ class TaskWorlds(TermConstants):
         self._episode_length = xp.asarray(self.cfg.episode_length, dtype=xp.int64, device=self.device)
         self.action = xp.tile(self._neutral_x, (n, 1))
         self.prev_action = xp.asarray(self.action, copy=True)
+        # A robot's rate limits (ActionCfg.max_rate): each command moves at most this far from the
+        # last one, as the robot's safety layer lets it; the limit acts on commands, before latency.
+        self._max_step = (
+            None
+            if act.max_rate is None
+            else xp.asarray(
+                np.asarray(act.max_rate) * self.cfg.control_dt, dtype=self.float_dtype, device=self.device
+            )
+        )
+        self._command = xp.asarray(self.action, copy=True)
         self.episode_return = self._zeros(n)
         self.episode_success = xp.zeros(n, dtype=xp.bool, device=self.device)
         # An identified command delay (robolearn sysid) is the nominal latency, in whole control periods.
@@ -245,6 +255,7 @@ class TaskWorlds(TermConstants):
         self.step_count[ids] = 0
         self.action[ids] = self._neutral_x
         self.prev_action[ids] = self._neutral_x
+        self._command[ids] = self._neutral_x
         self._action_history[:, ids] = self._neutral_x
         self.episode_return[ids] = 0.0
         self.episode_success[ids] = False
@@ -321,6 +332,8 @@ class TaskWorlds(TermConstants):
         Ended episodes are reported, not reset (see :meth:`reset_worlds`).
         """
         act, rejected = self.sanitize(actions)
+        if self._max_step is not None:
+            act = self._rate_limited(act)
         if len(self._action_history) == 1:
             applied = act  # no latency possible: the history would only echo the action
         else:
@@ -367,6 +380,13 @@ class TaskWorlds(TermConstants):
         self.episode_return += reward
         self.episode_success |= success
         return StepResult(reward, success, terminated, truncated, unstable, rejected)
+
+    def _rate_limited(self, act: Any) -> Any:
+        """``act`` moved at most ``max_rate * control_dt`` from each world's last command (a new array)."""
+        xp, last = self.xp, self._command
+        act = xp.clip(act, last - self._max_step, last + self._max_step)
+        self._command = act
+        return act
 
     def _reward_sum(self) -> Any:
         """The weighted sum of the reward terms, in their order, as a fresh array of ``float_dtype``."""

@@ -118,7 +118,7 @@ def test_launch_defaults_are_the_nodes_defaults() -> None:
     for name, default in node_params("sim_robot_node").items():
         assert yaml.safe_load(params[name] or "''") == default, name
     policy_defaults = node_params("policy_node")
-    tree = ast.parse((ROS_NODES / "policy_node.py").read_text())
+    tree = ast.parse((ROS_NODES.parent / "registry.py").read_text())
     robots = next(
         ast.literal_eval(n.value)
         for n in tree.body

@@ -52,7 +52,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from robolearn.hardware.registry import load_safety_config, task_robot
+from robolearn.hardware.registry import load_safety_config, safety_robot
 from robolearn.hardware.ros._rclpy import (
     RosParameterError,
     command_qos,
@@ -72,13 +72,9 @@ from robolearn.hardware.ros.state_view import (
 from robolearn.hardware.safety import SafetyLayer
 from robolearn.policy.runtime import RUNTIMES, Runtime, load_exported, scripted_policy
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import TaskCfg
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ROBOTS = {"arm": "panda", "drone": "crazyflie", "car": "racecar"}
-"""Safety configuration used for each embodiment when ``robot`` is not given and the task's robot
-(``scene.robot.name``) is not a registered one."""
 TRIGGERS = ("timer", "observation")
 SAFETY_REPORT_PERIOD = 0.5
 """Seconds between messages on ``safety``."""
@@ -106,12 +102,6 @@ normalization and network, ``safety`` the safety layer, ``publish`` encoding and
 command, ``step`` observe to publish."""
 MAX_PROFILED_STEPS = 200_000
 """Steps kept by the profiler (preallocated: a control step allocates nothing for it)."""
-
-
-def safety_robot(cfg: TaskCfg, robot: str = "") -> str:
-    """The robot whose safety configuration a task runs under: ``robot`` (a name or file) when given,
-    else the task's own robot (a plugin's included) when registered, else its embodiment's built-in one."""
-    return robot or task_robot(cfg) or DEFAULT_ROBOTS[cfg.embodiment]
 
 
 class StageProfile:

@@ -397,6 +397,9 @@ class FinetuneBenchCfg:
     0, 0.3, 0.5, 1.0, 0.3 every 10,000: it needs more, or a given run, docs/ros.md)."""
     pretrain_demos: int = 20
     """Scripted-expert episodes in each MuJoCo run's demonstration buffer (RLPD)."""
+    pretrain_rate_limits: bool = False
+    """Pretrain under the robot's rate limits (``robolearn train --rate-limits``), as its safety layer
+    will limit the commands on the robot."""
     robot_minutes: float = 20.0
     """Budget on the robot, per trained policy (fine-tuned and from scratch), in minutes of real time."""
     goal: float = 0.95

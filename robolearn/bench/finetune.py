@@ -210,8 +210,7 @@ def check_latency(cfg: FinetuneBenchCfg, embodiment: str) -> None:
     pauses on observations older than the robot's watchdog, and they arrive up to the latency plus a
     publishing period old (with 80 ms against the arm's 100 ms every episode ended after a few steps).
     One more control period is kept for the transport's jitter."""
-    from robolearn.hardware.registry import load_safety_config
-    from robolearn.hardware.ros.policy_node import safety_robot
+    from robolearn.hardware.registry import load_safety_config, safety_robot
 
     task = make_task_cfg(_tasks(cfg)[embodiment])
     safety = load_safety_config(safety_robot(task))
@@ -243,6 +242,7 @@ def _pretrained(
             steps=cfg.pretrain_steps,
             seed=cfg.seed,
             scripted_demos=cfg.pretrain_demos,
+            rate_limits=cfg.pretrain_rate_limits,
             out=folder,
             name=f"pretrained-{embodiment}",
             eval_every=cfg.pretrain_steps,

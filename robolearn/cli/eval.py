@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import tyro
 
@@ -15,6 +15,9 @@ from robolearn.options import check_output_dir, check_range, check_seed
 from robolearn.rl.config import MAX_WORLDS
 from robolearn.sim.backend import BackendName
 from robolearn.tasks import DEFAULT_TASK
+
+if TYPE_CHECKING:
+    from robolearn.tasks.core import TaskCfg
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class EvalCmd:
     sim_params: Path | None = None
     """A parameter file from ``robolearn sysid``: evaluate on the identified robot (randomization,
     if on, centred on it)."""
+    rate_limits: bool = False
+    """Rate-limit actions as the task robot's safety layer will (``robolearn train --rate-limits``)."""
     video: Path | None = None
     """Write the first episodes of world 0 to this mp4 file."""
     video_episodes: int = 1
@@ -58,6 +63,15 @@ class EvalCmd:
             if self.video.is_dir():
                 raise ConfigError(f"--video {self.video}: is a folder; give an mp4 file name")
             check_output_dir("--video", self.video.parent)
+
+
+def _limited(cfg: TaskCfg, rate_limits: bool) -> TaskCfg:
+    """``cfg``, under its robot's rate limits when asked."""
+    if not rate_limits:
+        return cfg
+    from robolearn.hardware.registry import rate_limited_task
+
+    return rate_limited_task(cfg)
 
 
 def run_eval(cmd: EvalCmd) -> None:
@@ -76,7 +90,7 @@ def run_eval(cmd: EvalCmd) -> None:
     if not runs:
         if len(cmd.targets) != 1:
             raise ConfigError(f"give one task name, or run folders; got {' '.join(cmd.targets)}")
-        cfg = make_task_cfg(cmd.targets[0])
+        cfg = _limited(make_task_cfg(cmd.targets[0]), cmd.rate_limits)
         task_env = TaskEnv(
             cfg, cmd.backend, cmd.num_envs, seed=cmd.seed, randomize=cmd.randomize, sim_params=cmd.sim_params
         )
@@ -87,13 +101,15 @@ def run_eval(cmd: EvalCmd) -> None:
     for run in runs:
         policy, meta = load_policy(run)
         env_id = gym_env_id(meta["task"])
-        if env_id is not None and cmd.sim_params is not None:
-            raise ConfigError(f"--sim-params needs a robolearn task; run {run} trained on {meta['task']}")
+        if env_id is not None and (cmd.sim_params is not None or cmd.rate_limits):
+            raise ConfigError(
+                f"--sim-params and --rate-limits need a robolearn task; run {run} trained on {meta['task']}"
+            )
         env: Any = (
             GymVectorTask(env_id, cmd.num_envs, render=cmd.video is not None)
             if env_id is not None
             else TaskEnv(
-                meta["task"],
+                _limited(make_task_cfg(meta["task"]), cmd.rate_limits),
                 cmd.backend,
                 cmd.num_envs,
                 seed=cmd.seed,

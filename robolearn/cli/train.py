@@ -56,6 +56,7 @@ def _refused_pixel_options(cmd: TrainCfg) -> dict[str, bool]:
         "--replay-capacity (use --replay-budget-mb)": given("replay_capacity"),
         "--randomize": given("randomize"),
         "--sim-params": given("sim_params"),
+        "--rate-limits": given("rate_limits"),
         "--eval-every, --eval-episodes, --final-eval-episodes, --stop-at-success (no evaluation runs)": given(
             "eval_every", "eval_episodes", "final_eval_episodes", "stop_at_success"
         ),

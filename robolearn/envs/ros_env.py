@@ -45,11 +45,11 @@ import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
 from robolearn.errors import RobolearnError
-from robolearn.hardware.registry import load_safety_config
+from robolearn.hardware.registry import load_safety_config, safety_robot
 from robolearn.hardware.ros._rclpy import command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import local_node
 from robolearn.hardware.ros.messages import MessageError, make_codec
-from robolearn.hardware.ros.policy_node import MESSAGE_TYPES, safety_robot
+from robolearn.hardware.ros.policy_node import MESSAGE_TYPES
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
     required_sources,

@@ -264,6 +264,10 @@ class TrainCfg:
     sim_params: Path | None = None
     """A parameter file from ``robolearn sysid``: the identified robot becomes the task's nominal one,
     and randomization is centred on it (robolearn tasks on the MuJoCo backends)."""
+    rate_limits: bool = False
+    """Rate-limit actions in simulation as the robot's safety layer will on the robot (``max_rate`` of
+    the safety configuration of ``--robot-safety``, "" the task's robot's): each command moves at most
+    that far per control period from the last, in training, evaluation and scripted demonstrations."""
     eval_every: int = 2_000
     """Environment steps between evaluations."""
     eval_episodes: int = 20
@@ -314,7 +318,8 @@ class TrainCfg:
     """Where the actor acts: in simulation, or on a robot over ROS 2 in real time (the topics of
     docs/ros.md; resets by its protocol; one world; the actor in its own thread)."""
     robot_safety: str = ""
-    """With ``--robot ros``: safety configuration, a robot name or a YAML path ("" is the task's robot's)."""
+    """With ``--robot ros`` or ``--rate-limits``: safety configuration, a robot name or a YAML path ("" is
+    the task's robot's)."""
     robot_timeout: float = 10.0
     """With ``--robot ros``: seconds for the robot's topics to arrive, and that they may stay stale (a
     reported pause) before the run ends with an error."""
@@ -434,8 +439,17 @@ class TrainCfg:
             obs_terms, action_dim = len(task.observations), len(task.action.names)
             if self.sim_params is not None:  # so does a bad parameter file, or one of another robot
                 apply_sim_params(task, load_sim_params(self.sim_params))
-        elif self.sim_params is not None:
-            raise ConfigError(f"--sim-params needs a robolearn task, not {self.task}")
+            if self.rate_limits and self.robot == "sim":  # an unknown robot or one without these actions
+                from robolearn.hardware.registry import rate_limited_task
+
+                rate_limited_task(task, self.robot_safety)
+            if self.rate_limits and self.robot == "ros":
+                raise ConfigError(
+                    "--rate-limits simulates the robot's safety layer; with --robot ros that layer itself "
+                    "limits the commands: drop --rate-limits"
+                )
+        elif self.sim_params is not None or self.rate_limits:
+            raise ConfigError(f"--sim-params and --rate-limits need a robolearn task, not {self.task}")
         elif self.hil or self.reward != "task":
             raise ConfigError(f"--hil and --reward classifier need a robolearn task, not {self.task}")
         else:

@@ -50,7 +50,7 @@ from robolearn.rl.gripper import train_gripper
 from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
 from robolearn.tasks import make_task_cfg
-from robolearn.tasks.core import TaskError
+from robolearn.tasks.core import TaskCfg, TaskError
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,23 @@ def make_train_env(cfg: TrainCfg, num_envs: int, seed: int, render: bool = False
     # The one-world MuJoCo reference cannot hold an evaluation batch; its batched twin can.
     backend = "mujoco_batch" if cfg.backend == "mujoco" and num_envs > 1 else cfg.backend
     return TaskEnv(
-        cfg.task,
+        sim_task(cfg),
         backend,
         num_envs,
         seed=seed,
         randomize=cfg.randomize and not render,
         sim_params=cfg.sim_params,
     )
+
+
+def sim_task(cfg: TrainCfg) -> TaskCfg:
+    """The task as the run simulates it: with ``--rate-limits``, under the robot's rate limits."""
+    task = make_task_cfg(cfg.task)
+    if not cfg.rate_limits:
+        return task
+    from robolearn.hardware.registry import rate_limited_task
+
+    return rate_limited_task(task, cfg.robot_safety)
 
 
 @dataclass
@@ -582,7 +592,7 @@ def _demo_buffer(
         return None
     buffer = ReplayBuffer(cfg.replay_capacity, obs_shapes, len(scaler.low))
     if cfg.scripted_demos > 0:
-        task = make_task_cfg(cfg.task)
+        task = sim_task(cfg)
         if task.expert is None:
             raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
         n = 8 if cfg.backend in ("mujoco_batch", "mujoco_warp") else 1
