@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Issue 13's GPU figure on a lent device machine (docs/pixels.md): pick-cube from pixels with DrQ.
+# GPU figures on a lent device machine: `bench learn` parts with --device cuda.
 #
-#   bash scripts/device-pixels.sh fetch          # here: wheels into .dev3/, EGL's glvnd debs into .gl/
-#   (device tool) run  command: bash scripts/device-pixels.sh run 490 [bench learn options]
+#   bash scripts/device.sh fetch       # here: wheels into .dev3/, EGL's glvnd debs into .gl/
+#   (device tool) run  command: bash scripts/device.sh pixels 490 [bench learn options]
+#                      or:      bash scripts/device.sh throughput 420 [bench learn options]
 #                      carry:   [".dev3", ".gl"]
 #
 # The device image has torch, numpy, pyarrow, safetensors, yaml, imageio, matplotlib, but not MuJoCo,
-# Gymnasium, tyro or PyOpenGL (MuJoCo's EGL binding): those travel as wheels (Python 3.12, x86-64),
-# pybullet_data's arm and car files and a stand-in imageio_ffmpeg (both imported at start-up). `run`
-# writes check.log, pixels.log and summary.json to $OUT. One run took about 5 minutes on an H200,
-# 6 on an H100 (380 s of wall time with set-up). Python runs with -P: the checkout's robolearn/ lacks
-# the sim, tasks and hardware folders, so the package tree must come first on the path, not the cwd.
+# Gymnasium, tyro, Stable-Baselines3 or PyOpenGL (MuJoCo's EGL binding): those travel as wheels
+# (Python 3.12, x86-64), pybullet_data's arm and car files and a stand-in imageio_ffmpeg (both
+# imported at start-up). `pixels` (issue 13, docs/pixels.md: pick-cube from pixels with DrQ) writes
+# check.log, pixels.log and summary.json to $OUT; one run took about 5 minutes on an H200, 6 on an
+# H100 (380 s of wall time with set-up). `throughput` (issue 11, docs/learner.md: SAC updates/s and
+# a Walker2d run against SB3's, both on CUDA) writes learn.log and summary.json. Python runs with
+# -P: the checkout's robolearn/ lacks the sim, tasks and hardware folders, so the package tree must
+# come first on the path, not the cwd.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,7 +25,7 @@ fetch() {
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64 \
         -d .dev3 mujoco==4.0.0 mujoco-core==4.0.0 gymnasium farama-notifications tyro docstring-parser \
-        typeguard array-api-compat pyopengl
+        typeguard array-api-compat pyopengl stable-baselines3 cloudpickle pandas pytz tzdata
     # pybullet_data: the robot files the tasks name (the whole package is 100 MB); imageio_ffmpeg: a
     # stand-in that refuses to write video (no ffmpeg there; the bench writes none).
     local site shim
@@ -46,11 +50,7 @@ PY
     du -sh .dev3 .gl
 }
 
-run() {
-    local limit=${1:-480}
-    shift || true
-    local t0
-    t0=$(date +%s)
+setup() {
     export PYTHONUNBUFFERED=1 MUJOCO_GL=egl
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -59,6 +59,28 @@ run() {
     PYTHONPATH=/tmp/site:$(bash scripts/package-tree.sh device)
     export PYTHONPATH
     nvidia-smi -L
+}
+
+# `robolearn bench learn` with its INFO lines shown (a cut-short run still says how far it got), for
+# at most $2 seconds; the log goes to $OUT/$1.log.
+bench_learn() {
+    local log=$1 left=$2
+    shift 2
+    timeout "$left" python3 -P -c '
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+from robolearn.cli import main
+main(["bench", "learn", "--device", "cuda", "--out", "/tmp/bl", *sys.argv[1:]])
+' "$@" 2>&1 | tee "$OUT/$log.log"
+    cp /tmp/bl/*/summary.json "$OUT/" 2>/dev/null || true
+}
+
+pixels() {
+    local limit=${1:-480}
+    shift || true
+    local t0
+    t0=$(date +%s)
+    setup
     # One render and the pixel task's step rate first: a broken EGL shows here, not after set-up.
     python3 -P - <<'EOF' 2>&1 | tee "$OUT/check.log"
 import time
@@ -76,19 +98,20 @@ for _ in range(200):
 seconds = time.perf_counter() - started
 print(f"pixel task: {800 / seconds:.0f} world-steps/s, mean wrist pixel {obs['wrist_rgb'].mean():.1f}")
 EOF
-    local left=$((limit - ($(date +%s) - t0)))
-    # The bench with its evaluation lines (INFO) shown, so that a cut-short run still says how far it got.
-    timeout "$left" python3 -P -c '
-import logging, sys
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-from robolearn.cli import main
-main(["bench", "learn", "--parts", "pixels", "--device", "cuda", "--stop-at-90", "--out", "/tmp/px", *sys.argv[1:]])
-' "$@" 2>&1 | tee "$OUT/pixels.log"
-    cp /tmp/px/*/summary.json "$OUT/" 2>/dev/null || true
+    bench_learn pixels $((limit - ($(date +%s) - t0))) --parts pixels --stop-at-90 "$@"
+}
+
+throughput() {
+    local limit=${1:-420}
+    shift || true
+    local t0
+    t0=$(date +%s)
+    setup
+    bench_learn learn $((limit - ($(date +%s) - t0))) --parts throughput "$@"
 }
 
 case "${1:-}" in
 fetch) fetch ;;
-run) shift && run "$@" ;;
-*) echo "usage: bash scripts/device-pixels.sh fetch | run [SECONDS] [bench learn options]" >&2 && exit 2 ;;
+pixels | throughput) "$@" ;;
+*) echo "usage: bash scripts/device.sh fetch | pixels|throughput [SECONDS] [bench learn options]" >&2 && exit 2 ;;
 esac
