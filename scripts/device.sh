@@ -7,7 +7,8 @@
 #                      carry:   [".dev3", ".gl"]
 #
 # The device image has torch, numpy, pyarrow, safetensors, yaml, imageio, matplotlib, but not MuJoCo,
-# Gymnasium, tyro, Stable-Baselines3 or PyOpenGL (MuJoCo's EGL binding): those travel as wheels
+# Gymnasium (and the glfw its MuJoCo envs import), tyro, Stable-Baselines3 or PyOpenGL (MuJoCo's EGL
+# binding): those travel as wheels
 # (Python 3.12, x86-64), pybullet_data's arm and car files and a stand-in imageio_ffmpeg (both
 # imported at start-up). `pixels` (issue 13, docs/pixels.md: pick-cube from pixels with DrQ) writes
 # check.log, pixels.log and summary.json to $OUT; one run took about 5 minutes on an H200, 6 on an
@@ -25,7 +26,7 @@ fetch() {
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64 \
         -d .dev3 mujoco==4.0.0 mujoco-core==4.0.0 gymnasium farama-notifications tyro docstring-parser \
-        typeguard array-api-compat pyopengl stable-baselines3 cloudpickle pandas pytz tzdata
+        typeguard array-api-compat pyopengl stable-baselines3 cloudpickle pandas pytz tzdata glfw
     # pybullet_data: the robot files the tasks name (the whole package is 100 MB); imageio_ffmpeg: a
     # stand-in that refuses to write video (no ffmpeg there; the bench writes none).
     local site shim
