@@ -8,9 +8,8 @@
 #
 # The device image has torch, numpy, pyarrow, safetensors, yaml, imageio, matplotlib, but not MuJoCo,
 # Gymnasium (and the glfw its MuJoCo envs import), tyro, Stable-Baselines3 or PyOpenGL (MuJoCo's EGL
-# binding): those travel as wheels
-# (Python 3.12, x86-64), pybullet_data's arm and car files and a stand-in imageio_ffmpeg (both
-# imported at start-up). `pixels` (issue 13, docs/pixels.md: pick-cube from pixels with DrQ) writes
+# binding): those travel as wheels (Python 3.12, x86-64), pybullet_data's arm and car files and a
+# stand-in imageio_ffmpeg (both imported at start-up). `pixels` (issue 13, docs/pixels.md: pick-cube from pixels with DrQ) writes
 # check.log, pixels.log and summary.json to $OUT; one run took about 5 minutes on an H200, 6 on an
 # H100 (380 s of wall time with set-up). `throughput` (issue 11, docs/learner.md: SAC updates/s and
 # a Walker2d run against SB3's, both on CUDA) writes learn.log and summary.json. Python runs with
