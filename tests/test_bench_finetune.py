@@ -3,6 +3,7 @@ smoke run of the whole pipeline (slow)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -110,6 +111,7 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         embodiments=("arm",),
         pretrain_steps=600,
         pretrain_demos=2,
+        pretrain_rate_limits=True,
         robot_minutes=0.1,
         warmup_steps=100,
         episodes=2,
@@ -127,6 +129,7 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
     assert rows[1]["robot_steps"] >= 300 and "finetuned" in format_finetune_table(rows)
     # Calibration: zero-shot only, one row per gap strength, from the run pretrained above.
     pretrained = next(tmp_path.glob("arm/pretrained-arm*"))
+    assert json.loads((pretrained / "config.json").read_text())["rate_limits"] is True
     rows, summary = run_finetune_bench(
         replace(cfg, pretrained=pretrained, calibrate=(0.0, 1.0), work_dir=tmp_path / "calibrate")
     )
