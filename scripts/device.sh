@@ -61,12 +61,12 @@ setup() {
     nvidia-smi -L
 }
 
-# `robolearn bench learn` with its INFO lines shown (a cut-short run still says how far it got), for
-# at most $2 seconds; the log goes to $OUT/$1.log.
+# `robolearn bench learn` with its INFO lines shown (a cut-short run still says how far it got), in
+# what is left of the mode's SECONDS; the log goes to $OUT/$1.log.
 bench_learn() {
-    local log=$1 left=$2
-    shift 2
-    timeout "$left" python3 -P -c '
+    local log=$1
+    shift
+    timeout $((LIMIT - ($(date +%s) - T0))) python3 -P -c '
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 from robolearn.cli import main
@@ -76,11 +76,6 @@ main(["bench", "learn", "--device", "cuda", "--out", "/tmp/bl", *sys.argv[1:]])
 }
 
 pixels() {
-    local limit=${1:-480}
-    shift || true
-    local t0
-    t0=$(date +%s)
-    setup
     # One render and the pixel task's step rate first: a broken EGL shows here, not after set-up.
     python3 -P - <<'EOF' 2>&1 | tee "$OUT/check.log"
 import time
@@ -98,20 +93,20 @@ for _ in range(200):
 seconds = time.perf_counter() - started
 print(f"pixel task: {800 / seconds:.0f} world-steps/s, mean wrist pixel {obs['wrist_rgb'].mean():.1f}")
 EOF
-    bench_learn pixels $((limit - ($(date +%s) - t0))) --parts pixels --stop-at-90 "$@"
+    bench_learn pixels --parts pixels --stop-at-90 "$@"
 }
 
 throughput() {
-    local limit=${1:-420}
-    shift || true
-    local t0
-    t0=$(date +%s)
-    setup
-    bench_learn learn $((limit - ($(date +%s) - t0))) --parts throughput "$@"
+    bench_learn learn --parts throughput "$@"
 }
 
 case "${1:-}" in
 fetch) fetch ;;
-pixels | throughput) "$@" ;;
+pixels | throughput)
+    mode=$1 LIMIT=${2:-480} T0=$(date +%s)
+    shift 2 || shift
+    setup
+    "$mode" "$@"
+    ;;
 *) echo "usage: bash scripts/device.sh fetch | pixels|throughput [SECONDS] [bench learn options]" >&2 && exit 2 ;;
 esac
