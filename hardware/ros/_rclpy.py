@@ -180,7 +180,16 @@ def run_node(name: str, params_cls: type, node_cls: Any, argv: Sequence[str] | N
         executor = make_executor()
         executor.add_node(node)
         while not app.done.is_set():
-            executor.spin_once(timeout_sec=0.1)
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except RuntimeError:
+                # rclpy racing its own shutdown: a SIGINT that shut the context down while the
+                # executor was mid-call can surface as pybind's "Unable to convert call argument"
+                # (seen under load, as in ros/joint_state_publisher#117). Only then is it the stop
+                # that was asked for; with the context still up it is a fault and keeps its traceback.
+                if ros.ok():
+                    raise
+                break
     except RobolearnError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
