@@ -101,3 +101,31 @@ def test_train_options(tmp_path: Path) -> None:
         TrainCfg(task="car_checkpoints", rate_limits=True, robot="ros", num_envs=1).check()
     with pytest.raises(SafetyConfigError, match="unknown safety config 'nobody'"):
         TrainCfg(task="car_checkpoints", rate_limits=True, robot_safety="nobody").check()
+
+
+def test_a_run_trained_under_the_limits_says_so_to_its_evaluation(tmp_path: Path) -> None:
+    from robolearn.policy.loading import load_policy
+    from robolearn.rl.config import SACConfig
+    from robolearn.rl.train import train
+
+    run = TrainCfg(
+        task="car_checkpoints",
+        rate_limits=True,
+        num_envs=2,
+        steps=200,
+        random_steps=100,
+        learning_starts=100,
+        eval_every=10_000,
+        eval_episodes=1,
+        final_eval_episodes=1,
+        checkpoint_every=200,
+        video=False,
+        out=tmp_path,
+        name="limited",
+        sac=SACConfig(hidden=(32, 32), batch_size=32),
+    )
+    train(run)
+    _, meta = load_policy(tmp_path / "limited")
+    assert meta["rate_limits"] is True
+    train(dataclasses.replace(run, rate_limits=False, name="free"))
+    assert "rate_limits" not in load_policy(tmp_path / "free")[1]

@@ -47,7 +47,8 @@ class EvalCmd:
     """A parameter file from ``robolearn sysid``: evaluate on the identified robot (randomization,
     if on, centred on it)."""
     rate_limits: bool = False
-    """Rate-limit actions as the task robot's safety layer will (``robolearn train --rate-limits``)."""
+    """Rate-limit actions as the task robot's safety layer will (``robolearn train --rate-limits``; a
+    run trained so is evaluated so without it)."""
     video: Path | None = None
     """Write the first episodes of world 0 to this mp4 file."""
     video_episodes: int = 1
@@ -109,7 +110,8 @@ def run_eval(cmd: EvalCmd) -> None:
             GymVectorTask(env_id, cmd.num_envs, render=cmd.video is not None)
             if env_id is not None
             else TaskEnv(
-                _limited(make_task_cfg(meta["task"]), cmd.rate_limits),
+                # A run trained under its robot's rate limits is evaluated under them.
+                _limited(make_task_cfg(meta["task"]), cmd.rate_limits or meta.get("rate_limits") is True),
                 cmd.backend,
                 cmd.num_envs,
                 seed=cmd.seed,

@@ -295,12 +295,16 @@ def run_policy_record(
     action_low: Sequence[float],
     action_high: Sequence[float],
     hidden: Sequence[int],
+    rate_limits: bool = False,
 ) -> dict[str, Any]:
-    """The policy record a run's ``state.json`` keeps: what rebuilds the network without the learner."""
-    return {
+    """The policy record a run's ``state.json`` keeps: what rebuilds the network without the learner,
+    and (``rate_limits: true``) that it was trained under its robot's rate limits, which
+    ``robolearn eval`` then applies too."""
+    record = {
         "task": task,
         "obs_shapes": {k: [int(d) for d in s] for k, s in obs_shapes.items()},
         "action_low": [float(x) for x in action_low],
         "action_high": [float(x) for x in action_high],
         "hidden": [int(h) for h in hidden],
     }
+    return record | {"rate_limits": True} if rate_limits else record

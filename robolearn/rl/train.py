@@ -188,7 +188,7 @@ def policy_record(cfg: TrainCfg, env: Any) -> dict[str, Any]:
     """What :func:`robolearn.policy.loading.load_policy` needs to rebuild the policy without the learner."""
     act = env.single_action_space
     shapes = {k: s.shape for k, s in env.single_observation_space.items()}
-    return run_policy_record(cfg.task, shapes, act.low, act.high, cfg.sac.hidden)
+    return run_policy_record(cfg.task, shapes, act.low, act.high, cfg.sac.hidden, cfg.rate_limits)
 
 
 def train(
