@@ -128,7 +128,6 @@ class TaskWorlds(TermConstants):
                 np.asarray(act.max_rate) * self.cfg.control_dt, dtype=self.float_dtype, device=self.device
             )
         )
-        self._command = xp.asarray(self.action, copy=True)
         self.episode_return = self._zeros(n)
         self.episode_success = xp.zeros(n, dtype=xp.bool, device=self.device)
         # An identified command delay (robolearn sysid) is the nominal latency, in whole control periods.
@@ -255,7 +254,6 @@ class TaskWorlds(TermConstants):
         self.step_count[ids] = 0
         self.action[ids] = self._neutral_x
         self.prev_action[ids] = self._neutral_x
-        self._command[ids] = self._neutral_x
         self._action_history[:, ids] = self._neutral_x
         self.episode_return[ids] = 0.0
         self.episode_success[ids] = False
@@ -382,11 +380,10 @@ class TaskWorlds(TermConstants):
         return StepResult(reward, success, terminated, truncated, unstable, rejected)
 
     def _rate_limited(self, act: Any) -> Any:
-        """``act`` moved at most ``max_rate * control_dt`` from each world's last command (a new array)."""
-        xp, last = self.xp, self._command
-        act = xp.clip(act, last - self._max_step, last + self._max_step)
-        self._command = act
-        return act
+        """``act`` moved at most ``max_rate * control_dt`` from each world's last command (a new array).
+        The last command is the newest in the latency history, or without latency the applied action."""
+        last = self.action if len(self._action_history) == 1 else self._action_history[0]
+        return self.xp.clip(act, last - self._max_step, last + self._max_step)
 
     def _reward_sum(self) -> Any:
         """The weighted sum of the reward terms, in their order, as a fresh array of ``float_dtype``."""

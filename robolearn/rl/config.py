@@ -439,15 +439,15 @@ class TrainCfg:
             obs_terms, action_dim = len(task.observations), len(task.action.names)
             if self.sim_params is not None:  # so does a bad parameter file, or one of another robot
                 apply_sim_params(task, load_sim_params(self.sim_params))
-            if self.rate_limits and self.robot == "sim":  # an unknown robot or one without these actions
+            if self.rate_limits:
+                if self.robot == "ros":
+                    raise ConfigError(
+                        "--rate-limits simulates the robot's safety layer; with --robot ros that layer "
+                        "itself limits the commands: drop --rate-limits"
+                    )
                 from robolearn.hardware.registry import rate_limited_task
 
-                rate_limited_task(task, self.robot_safety)
-            if self.rate_limits and self.robot == "ros":
-                raise ConfigError(
-                    "--rate-limits simulates the robot's safety layer; with --robot ros that layer itself "
-                    "limits the commands: drop --rate-limits"
-                )
+                rate_limited_task(task, self.robot_safety)  # an unknown robot, or one without these actions
         elif self.sim_params is not None or self.rate_limits:
             raise ConfigError(f"--sim-params and --rate-limits need a robolearn task, not {self.task}")
         elif self.hil or self.reward != "task":
