@@ -52,6 +52,9 @@ _FRAME_WIDTH = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
 :class:`~robolearn.sim.mujoco_model.FrameIndex`."""
 
 
+_SENSOR_OFF = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
+
+
 def _log_mujoco_warning(message: str) -> None:
     log.warning("mujoco: %s", message)
 
@@ -338,6 +341,7 @@ class MujocoBackend(_MujocoBase):
             raise SimError(f"backend 'mujoco' simulates one world; use 'mujoco_batch' for {num_worlds}")
         self.data = mujoco.MjData(self.model)
         self._qpos, self._qvel = self.data.qpos, self.data.qvel
+        self._opt = self.model.opt  # a view of the model's options, made once (see _MujocoBase)
         # A step's outcome as one of two read-only arrays: nothing to allocate, nothing to copy.
         self._stable_flags, self._unstable_flags = np.array([False]), np.array([True])
         for flags in (self._stable_flags, self._unstable_flags):
@@ -379,15 +383,25 @@ class MujocoBackend(_MujocoBase):
         # One world: the stability check of _check_stability on Python scalars, in the same arithmetic.
         time_before, finite_before = data.time, self._state_finite()
         data.ctrl[:] = ctrl[0]
-        # The stages up to velocity ran at the end of the last call (or mj_forward at reset):
-        # finish that step with the new control, then take the rest.
-        if self._rk4:
-            # mj_step2 integrates with Euler under RK4 (MuJoCo's docs): take mj_step's first step
-            # by its parts, skipping the position and velocity stages that are already current.
-            self._rk4_step_from_velocity_stage(time_before)
-        else:
-            mujoco.mj_step2(model, data)
-        mujoco.mj_step(model, data, nstep=substeps - 1)
+        # Sensors are read only at the new state, computed below: inside the control step MuJoCo
+        # would compute them at every substep for nothing (for a model with an acceleration-stage
+        # sensor, such as ant's body_wrenches, an mj_rnePostConstraint each time; issue 18). The
+        # dynamics do not read sensors, so the trajectory is the same bit for bit.
+        opt = self._opt
+        flags = opt.disableflags
+        opt.disableflags = flags | _SENSOR_OFF
+        try:
+            # The stages up to velocity ran at the end of the last call (or mj_forward at reset):
+            # finish that step with the new control, then take the rest.
+            if self._rk4:
+                # mj_step2 integrates with Euler under RK4 (MuJoCo's docs): take mj_step's first step
+                # by its parts, skipping the position and velocity stages that are already current.
+                self._rk4_step_from_velocity_stage(time_before)
+            else:
+                mujoco.mj_step2(model, data)
+            mujoco.mj_step(model, data, nstep=substeps - 1)
+        finally:
+            opt.disableflags = flags
         if self._stage == mujoco.mjtStage.mjSTAGE_ACC:
             mujoco.mj_forward(model, data)
         else:

@@ -71,14 +71,20 @@ class TermConstants:
     device: Any
     float_dtype: Any
 
+    _term_constants: dict[Any, Any]
+
     def constant(self, value: float | tuple[float, ...]) -> FloatArray:
+        try:  # the common case in one look-up: terms call this several times a step
+            return self._term_constants[value]
+        except (AttributeError, KeyError):
+            return self._new_constant(value)
+
+    def _new_constant(self, value: float | tuple[float, ...]) -> FloatArray:
         cache: dict[Any, Any] = self.__dict__.setdefault("_term_constants", {})
-        array = cache.get(value)
-        if array is None:
-            array = self.xp.asarray(value, dtype=self.float_dtype, device=self.device)
-            if isinstance(array, np.ndarray):
-                array.flags.writeable = False  # shared by every call: a term must not write to it
-            cache[value] = array
+        array = self.xp.asarray(value, dtype=self.float_dtype, device=self.device)
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False  # shared by every call: a term must not write to it
+        cache[value] = array
         return array
 
 

@@ -157,6 +157,12 @@ class TaskWorlds(TermConstants):
             if hasattr(t.fn, "reset")
         ] + ([self.cfg.success.fn] if hasattr(self.cfg.success.fn, "reset") else [])
         self.reseed(seed)
+        # The reward terms as the step calls them, looked up once (issue 18): the function, its
+        # parameters, the weight, and the weight as a cached 0-d array (None where it is 1.0).
+        self._reward_terms = [
+            (t.fn, t.params, t.weight, None if t.weight == 1.0 else self.constant(t.weight))
+            for t in self.cfg.rewards.values()
+        ]
 
         # Observation sizes come from the terms themselves, evaluated on the nominal state (without
         # observe(), whose sensor noise would draw from the noise stream).
@@ -387,24 +393,24 @@ class TaskWorlds(TermConstants):
 
     def _reward_sum(self) -> Any:
         """The weighted sum of the reward terms, in their order, as a fresh array of ``float_dtype``."""
-        reward = None
-        for term in self.cfg.rewards.values():
-            value = self.xp.asarray(term.fn(self, **term.params))
+        reward, xp, float_dtype = None, self.xp, self.float_dtype
+        for fn, params, weight, weight_x in self._reward_terms:
+            value = xp.asarray(fn(self, **params))
             # x * 1.0 == x: one operation less. The weight as a cached 0-d array (see _one) where the
             # value has the task's float type: with another (float32 on the host) a Python float keeps
             # numpy's type promotion as it was.
-            if term.weight == 1.0:
+            if weight_x is None:
                 weighted = value
-            elif value.dtype == self.float_dtype:
-                weighted = self.constant(term.weight) * value
+            elif value.dtype == float_dtype:
+                weighted = weight_x * value
             else:
-                weighted = term.weight * value
+                weighted = weight * value
             if reward is not None:
                 reward += weighted  # in place in the sum's own array: it keeps float_dtype
-            elif weighted is not value and weighted.dtype == self.float_dtype:
+            elif weighted is not value and weighted.dtype == float_dtype:
                 reward = weighted  # the first term starts the sum (0 + x == x, but for a zero's sign)
             else:  # the term's own array (it may keep it) or another type: a converted copy
-                reward = self.xp.asarray(weighted, dtype=self.float_dtype, copy=True)
+                reward = xp.asarray(weighted, dtype=float_dtype, copy=True)
         return self._zeros(self.num_envs) if reward is None else reward
 
     # -- the host side, for numpy callers -----------------------------------------------------
