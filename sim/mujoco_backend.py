@@ -342,6 +342,10 @@ class MujocoBackend(_MujocoBase):
         self.data = mujoco.MjData(self.model)
         self._qpos, self._qvel = self.data.qpos, self.data.qvel
         self._opt = self.model.opt  # a view of the model's options, made once (see _MujocoBase)
+        self._ctrl_row = self.data.ctrl  # MjData makes a new array object at every attribute access
+        # The stages computed at the new state (see _MujocoBase): the full forward pass or step1.
+        acc = self._stage == mujoco.mjtStage.mjSTAGE_ACC
+        self._finish_step = mujoco.mj_forward if acc else mujoco.mj_step1
         # A step's outcome as one of two read-only arrays: nothing to allocate, nothing to copy.
         self._stable_flags, self._unstable_flags = np.array([False]), np.array([True])
         for flags in (self._stable_flags, self._unstable_flags):
@@ -382,7 +386,7 @@ class MujocoBackend(_MujocoBase):
         model, data = self.model, self.data
         # One world: the stability check of _check_stability on Python scalars, in the same arithmetic.
         time_before, finite_before = data.time, self._state_finite()
-        data.ctrl[:] = ctrl[0]
+        self._ctrl_row[:] = ctrl[0]
         # Sensors are read only at the new state, computed below: inside the control step MuJoCo
         # would compute them at every substep for nothing (for a model with an acceleration-stage
         # sensor, such as ant's body_wrenches, an mj_rnePostConstraint each time; issue 18). The
@@ -402,10 +406,7 @@ class MujocoBackend(_MujocoBase):
             mujoco.mj_step(model, data, nstep=substeps - 1)
         finally:
             opt.disableflags = flags
-        if self._stage == mujoco.mjtStage.mjSTAGE_ACC:
-            mujoco.mj_forward(model, data)
-        else:
-            mujoco.mj_step1(model, data)
+        self._finish_step(model, data)
         expected = time_before + (substeps - 0.5) * self._timestep
         unstable = data.time < expected or not (finite_before and self._state_finite())
         self._unstable = self._unstable_flags if unstable else self._stable_flags
