@@ -29,8 +29,11 @@
    back at up to ``max_ee_speed``.
 
 Every intervention is counted by kind in :attr:`SafetyLayer.counts` and logged (at most once a
-second per kind). Limits come from ``hardware/config/<robot>.yaml``
-(:meth:`~robolearn.hardware.safety_config.SafetyCfg.load`).
+second per kind). A command the rate window narrowed counts as ``rate`` when it asked for more
+than ``max_rate`` allows over a whole control period (what a simulation trained with
+``--rate-limits`` also clips), as ``rate_period`` when it was within that and only the time since
+the last command, short of a period, made the window narrower. Limits come from
+``hardware/config/<robot>.yaml`` (:meth:`~robolearn.hardware.safety_config.SafetyCfg.load`).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ INTERVENTIONS = (
     "clip",
     "velocity",
     "rate",
+    "rate_period",
     "workspace",
     "joint_limit",
 )
@@ -125,6 +129,8 @@ class SafetyLayer:
         self.low = np.array([cfg.action[n].low for n in act.names])
         self.high = np.array([cfg.action[n].high for n in act.names])
         self.max_rate = np.array([cfg.action[n].max_rate for n in act.names])
+        self._period_step = (self.max_rate * task_cfg.control_dt).tolist()
+        """Each component's largest change over a whole control period (``rate`` against ``rate_period``)."""
         self.counts: dict[str, int] = dict.fromkeys(INTERVENTIONS, 0)
         self._rules: _Rules
         if cfg.arm is not None:
@@ -273,8 +279,19 @@ class SafetyLayer:
     def _rate_limit(self, act: FloatArray, window: tuple[FloatArray, FloatArray]) -> FloatArray:
         out = xp.clip(act, *window)
         if not xp.array_equal(out, act):
-            self._count("rate")
+            self._count_rate(act.tolist())
         return out
+
+    def _count_rate(self, requested: list[float], first: int = 0) -> None:
+        """Count a command the rate window narrowed (components ``first`` on as requested): as
+        ``rate_period`` if each was within ``max_rate`` of the last command over a whole control
+        period, else as ``rate`` (see the module doc). Only called with a last command."""
+        assert self._last is not None  # without one the window is unbounded
+        last, full = self._last.tolist(), self._period_step
+        within = all(
+            last[i] - full[i] <= v <= last[i] + full[i] for i, v in enumerate(requested, start=first)
+        )
+        self._count("rate_period" if within else "rate")
 
     def _count(self, kind: str, detail: str = "") -> None:
         self.counts[kind] += 1
@@ -468,11 +485,11 @@ class _ArmRules(_Rules):
         if counted_workspace:
             layer._count("workspace")
         if counted_rate:
-            layer._count("rate")
+            layer._count_rate(d)
         window_rest = zip(values[3:], win_low[3:], win_high[3:], strict=True)
         gripper = [_min(_max(g, lo), hi) for g, lo, hi in window_rest]
         if gripper != values[3:]:
-            layer._count("rate")
+            layer._count_rate(values[3:], first=3)
         return np.array(out + gripper)
 
     def sent(self, out: FloatArray, state: ArmState | None) -> None:

@@ -372,6 +372,40 @@ def test_nonfinite_becomes_the_safe_command_within_rate_limits() -> None:
     assert out == pytest.approx([2.0 - 8.0 * 0.02, 0.3]) and layer.counts["nonfinite"] == 1
 
 
+@pytest.mark.parametrize(("robot", "task"), [("racecar", "car_checkpoints"), ("panda", "panda_pick_cube")])
+def test_rate_counts_tell_a_short_period_from_a_command_past_the_limit(robot: str, task: str) -> None:
+    """A command within max_rate over a whole control period that a short period narrows counts as
+    ``rate_period``; one past the limit of a whole period as ``rate``; one at the limit on time as neither."""
+    layer = _layer(robot, task)
+    dt = layer.task_cfg.control_dt
+    full = layer.max_rate * dt
+    state = _car_state(np.zeros(2), 0.0, 0.0) if robot == "racecar" else _arm_state()
+    now = 0.0
+    layer.observed(now)
+    last = layer.filter(np.zeros_like(full), state, now)
+
+    def send(action: np.ndarray, period: float) -> np.ndarray:
+        nonlocal now
+        now += period
+        layer.observed(now)
+        return layer.filter(action, state, now)
+
+    # The first component moves at the limit, as a policy trained with --rate-limits moves it.
+    at_limit = last.copy()
+    at_limit[0] += 0.99 * full[0]
+    out = send(at_limit, dt)
+    assert out == pytest.approx(at_limit) and layer.counts["rate"] == layer.counts["rate_period"] == 0
+    at_limit = out.copy()
+    at_limit[0] += 0.99 * full[0]
+    out = send(at_limit, 0.8 * dt)  # a period a fifth short: the window narrows by a fifth
+    assert out[0] < at_limit[0] and layer.counts["rate_period"] == 1 and layer.counts["rate"] == 0
+    past = out.copy()
+    past[0] -= 1.5 * full[0]  # back the other way: inside the action's bounds
+    out = send(past, dt)
+    assert out[0] == pytest.approx(past[0] + 0.5 * full[0]) and layer.counts["rate"] == 1
+    assert layer.counts["rate_period"] == 1
+
+
 # -- closed loop in simulation ---------------------------------------------------------------------
 def test_drone_estop_lands_level_and_slowly() -> None:
     task = make_task_cfg("quadrotor_hover")
