@@ -9,11 +9,14 @@ import json
 import time
 from typing import Any
 
+import gymnasium
+import numpy as np
 import pytest
 
+import robolearn.envs  # noqa: F401  (registers robolearn's Gymnasium ids)
 from robolearn.bench.config import SimBenchCfg
 from robolearn.bench.report import format_table
-from robolearn.bench.sim import CHUNK_SECONDS, _Contender, _interleaved_rates, run_sim_bench
+from robolearn.bench.sim import CHUNK_SECONDS, _Contender, _interleaved_rates, _without_physics, run_sim_bench
 from robolearn.errors import ConfigError
 from robolearn.tasks import task_names
 
@@ -85,7 +88,26 @@ def test_one_world_is_compared_with_gymnasium_and_raw_mujoco(
         assert summary["goals"][key]["met"] in (True, False), key  # a figure, not a timed assertion
         assert summary["per_cpu_second"][key] > 0, key
     parts = {row["part"] for row in rows}
-    assert {"one world ant", "one world panda_pick_cube"} <= parts
+    assert {"one world ant", "one world panda_pick_cube", "one world outside the engine"} <= parts
+    outside = summary["one_world_python_us"]
+    assert set(outside) == {"robolearn/Ant-v0", "Ant-v5", "robolearn/PandaPickCube-v0"}
+    assert all(us > 0 for us in outside.values())
+
+
+@pytest.mark.parametrize("env_id", ["robolearn/Ant-v0", "Ant-v5"])
+def test_outside_the_engine_steps_leave_the_state_alone(env_id: str) -> None:
+    """The "outside the engine" contenders run everything but the physics: the state never moves."""
+    env = gymnasium.make(env_id)
+    env.reset(seed=0)
+    inner = env.unwrapped
+    data = inner.vec.sim.data if hasattr(inner, "vec") else inner.data  # type: ignore[attr-defined]
+    _without_physics(env)
+    qpos, time_before = data.qpos.copy(), data.time
+    for _ in range(5):
+        _, reward, terminated, truncated, _ = env.step(env.action_space.high)
+        assert not terminated and not truncated and np.isfinite(reward)
+    assert np.array_equal(data.qpos, qpos) and data.time == time_before
+    env.close()
 
 
 def test_table_has_a_row_per_contender(bench: tuple[list[dict[str, Any]], dict[str, Any], list[str]]) -> None:

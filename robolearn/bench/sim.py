@@ -13,7 +13,10 @@ Three parts, each a set of contenders measured in turn:
 - ``single``: one world of every registered task on ``mujoco`` and on ``pybullet``; and, stepped
   one world at a time as a researcher steps ``gymnasium.make``'s environment (issue 18),
   ``robolearn/Ant-v0`` against Gymnasium's own ``Ant-v5``, and ``robolearn/PandaPickCube-v0``
-  against raw ``mujoco.mj_step`` on its compiled model with the same substeps.
+  against raw ``mujoco.mj_step`` on its compiled model with the same substeps; then the same three
+  environments again with their engine's step made a no-op (the state stays where it is), whose
+  microseconds per step (``one_world_python_us``) are everything a step spends outside the engine:
+  where a ratio's gap comes from, the environment's own Python or its physics.
 
 The raw engine runs no task code: from the same start as robolearn's environment it writes the
 controls that environment's action term made of the same actions (recorded beforehand), then steps.
@@ -341,10 +344,16 @@ def _single_contenders(
     return contenders, unavailable
 
 
-def _gym_one_world(env_id: str, actions: npt.NDArray[Any], seed: int, note: str) -> _Contender:
-    """A ``gymnasium.make`` environment stepped one world at a time, reset where an episode ends."""
+def _gym_one_world(
+    env_id: str, actions: npt.NDArray[Any], seed: int, note: str, physics: bool = True
+) -> _Contender:
+    """A ``gymnasium.make`` environment stepped one world at a time, reset where an episode ends
+    (without ``physics``: its engine step a no-op, see :func:`_without_physics`)."""
     env = gymnasium.make(env_id)
     env.reset(seed=seed)
+    if not physics:
+        _without_physics(env)
+        note = f"{note}, engine step a no-op"
 
     def step(i: int) -> None:
         _, _, terminated, truncated, _ = env.step(actions[i % ACTION_BATCHES])
@@ -352,6 +361,16 @@ def _gym_one_world(env_id: str, actions: npt.NDArray[Any], seed: int, note: str)
             env.reset()
 
     return _Contender(env_id, step, 1, note, env.close)
+
+
+def _without_physics(env: Any) -> None:
+    """Make a one-world environment's engine step a no-op: robolearn's backend ``step`` (with its
+    stability check), Gymnasium's ``do_simulation`` (with its control check); the state stays put."""
+    inner = env.unwrapped
+    if hasattr(inner, "vec"):  # robolearn's TaskGymEnv
+        inner.vec.sim.step = lambda ctrl, substeps: None
+    else:  # Gymnasium's MujocoEnv
+        inner.do_simulation = lambda action, n_frames: None
 
 
 def _one_world_actions(env: Any, rng: np.random.Generator) -> npt.NDArray[np.float32]:
@@ -469,6 +488,19 @@ def _ratios(ant: dict[str, Any] | None, panda: dict[str, Any] | None) -> dict[st
     return ratios
 
 
+def _outside_the_engine(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
+    """The one-world parts' Gymnasium environments with their engine step a no-op."""
+    contenders = []
+    for env_id in (gym_id("ant"), GYM_ANT_ID, gym_id(PICK_CUBE)):
+        probe = gymnasium.make(env_id)
+        actions = _one_world_actions(probe, rng)
+        probe.close()
+        contenders.append(
+            _gym_one_world(env_id, actions, cfg.seed, f"gymnasium.make({env_id!r})", physics=False)
+        )
+    return contenders
+
+
 def _one_world_ratios(figures: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     """The headline ratios of the one-world parts, from each contender's figure of one kind."""
     ant, pick = figures["ant"], figures[PICK_CUBE]
@@ -496,7 +528,15 @@ def _one_world_parts(
         rows += part_rows
         wall[task] = _figures(runs[label], {})
         cpu[task] = _figures(runs[label], {}, "steps_per_cpu_s")
+    label = "one world outside the engine"
+    say(f"{label}: building one world per contender")
+    part_rows, runs[label] = _time_part(
+        label, _outside_the_engine(cfg, rng), {}, gym_id("ant"), cfg, say, interleave=True
+    )
+    rows += part_rows
     summary = {"one_world": wall} | _one_world_ratios(wall)
+    # Microseconds per step outside the engine: the best run's, as every figure here.
+    summary["one_world_python_us"] = {name: 1e6 / rate for name, rate in _figures(runs[label], {}).items()}
     summary["per_cpu_second"] = {"one_world": cpu} | _one_world_ratios(cpu)
     return rows, runs, summary
 
