@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from robolearn.sim import host_xp
+from robolearn.sim.transforms import quat_rotate, quat_rotate_inverse, quat_to_mat
 
 RNG = np.random.default_rng(0)
 ARRAYS = [RNG.normal(size=s) * 10 ** RNG.uniform(-3, 3) for s in [(1, 3), (4, 7), (2, 3, 4), (5,)]]
@@ -77,3 +78,33 @@ def test_all_finite_and_any_true_are_numpys_answers_on_small_and_large_arrays(si
         hit = flags.copy()
         hit[where] = True
         assert host_xp.any_true(hit) is True
+
+
+def _reference_matrix(quat: np.ndarray) -> np.ndarray:
+    """The rotation matrices as they were computed before issue 18's one-world path (row by row)."""
+    w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
+    rows = [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ]
+    return np.stack([np.stack(row, axis=-1) for row in rows], axis=-2)
+
+
+@pytest.mark.parametrize("n", [1, 3, 64])
+def test_rotations_match_the_matrix_and_einsum_bit_for_bit(n: int) -> None:
+    """One world computes on Python floats, more on arrays without building matrices: both give
+    what the matrix and einsum gave, bit for bit (unit and non-unit quaternions, tiny to large)."""
+    rng = np.random.default_rng(n)
+    for scale in (1e-3, 1.0, 1e3):
+        quat = rng.normal(size=(n, 4)) * scale
+        quat[: n // 2 + 1] /= np.linalg.norm(quat[: n // 2 + 1], axis=1, keepdims=True)
+        vec = rng.normal(size=(n, 3)) * scale
+        matrix = _reference_matrix(quat)
+        assert np.array_equal(quat_to_mat(quat), matrix)
+        assert np.array_equal(quat_rotate_inverse(quat, vec), np.einsum("nji,nj->ni", matrix, vec))
+        assert np.array_equal(quat_rotate(quat, vec), np.einsum("nij,nj->ni", matrix, vec))
+    # float32 keeps numpy's arithmetic and type (no float path).
+    q32, v32 = quat.astype(np.float32), vec.astype(np.float32)
+    assert quat_rotate_inverse(q32, v32).dtype == np.float32
+    assert np.array_equal(quat_rotate_inverse(q32, v32), np.einsum("nji,nj->ni", _reference_matrix(q32), v32))
