@@ -4,7 +4,8 @@ Task terms compute with ``env.xp`` (:mod:`robolearn.tasks.worlds`): torch on a d
 this module on the host; the safety layer (:mod:`robolearn.hardware.safety`) computes with it too.
 It is numpy (every public name of numpy is here as it is), except for the few functions called
 every step whose numpy implementations are Python functions around a ufunc or a method: ``clip``,
-``sum``, ``all``, ``any``, ``reshape``, ``array_equal`` and ``linalg.vector_norm``. On the one-world
+``sum``, ``all``, ``any``, ``reshape``, ``array_equal``, ``astype``, ``zeros_like`` and
+``linalg.vector_norm``. On the one-world
 path, where arrays hold a handful of numbers, those wrappers cost two to four times the ufunc
 itself (issue 18: ``clip`` about 2.2 us against 0.6 us). Here they call the ufuncs (or methods)
 directly, with the same arguments' meaning and bit-identical results (tests/test_equivalence.py
@@ -57,6 +58,21 @@ def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
     if copy is None and isinstance(x, np.ndarray):
         return x.reshape(shape)
     return np.reshape(x, shape, copy=copy)
+
+
+def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+    """``np.astype``: an ndarray's own method (1.4 us against 0.25 on one value)."""
+    if isinstance(x, np.ndarray) and device is None:
+        return x.astype(dtype, copy=copy)
+    return np.astype(x, dtype, copy=copy, device=device)
+
+
+def zeros_like(x: Any, /, dtype: Any = None, **kwargs: Any) -> Any:
+    """``np.zeros_like``: zeros of a C-contiguous ndarray's shape and type made directly (0.4 us
+    against 1.0); anything else (other layouts, subclasses, options) goes to numpy."""
+    if not kwargs and type(x) is np.ndarray and x.flags.c_contiguous:
+        return np.zeros(x.shape, dtype=x.dtype if dtype is None else dtype)
+    return np.zeros_like(x, dtype=dtype, **kwargs)
 
 
 def array_equal(a: Any, b: Any, /) -> bool:

@@ -47,6 +47,19 @@ def test_reshape_matches_numpy() -> None:
     assert host_xp.reshape([1, 2, 3, 4], (2, 2)).shape == (2, 2)
 
 
+def test_astype_and_zeros_like_match_numpy() -> None:
+    x = np.array([[1.5, -2.5], [3.0, 0.25]])
+    for dtype in (np.int64, np.float32, np.float64, bool):
+        got, want = host_xp.astype(x, dtype), np.astype(x, dtype)
+        assert got.dtype == want.dtype and np.array_equal(got, want) and not np.shares_memory(got, x)
+    assert host_xp.astype(x, np.float64, copy=False) is x  # no copy asked for, none needed
+    for a in (x, x[:, :1], x.T, np.arange(3), np.zeros((0, 2), np.float32)):
+        for dtype in (None, np.int32):
+            got, want = host_xp.zeros_like(a, dtype=dtype), np.zeros_like(a, dtype=dtype)
+            assert got.dtype == want.dtype and got.shape == want.shape and not got.any()
+            assert got.flags.c_contiguous == want.flags.c_contiguous and not np.shares_memory(got, a)
+
+
 def test_array_equal_matches_numpy() -> None:
     a = np.array([1.0, 2.0, np.nan])
     for b in (a.copy(), np.array([1.0, 2.0]), np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, np.nan])):
@@ -56,6 +69,7 @@ def test_array_equal_matches_numpy() -> None:
 
 def test_everything_else_is_numpy() -> None:
     assert host_xp.zeros is np.zeros and host_xp.float32 is np.float32 and host_xp.where is np.where
+    assert host_xp.stack is np.stack and host_xp.concat is np.concat
     assert host_xp.linalg.norm is np.linalg.norm
 
 
