@@ -38,7 +38,10 @@ def _one_float64_world(*arrays: Any) -> bool:
     """Whether each array is numpy float64 with one row. Such a world computes on Python floats: the
     same IEEE operations, one value each, as numpy's on the row, at a twentieth of numpy's cost per
     operation on one value (issue 18: a body-frame rotation took 53 us on one world)."""
-    return all(isinstance(a, np.ndarray) and a.dtype == np.float64 and a.shape[0] == 1 for a in arrays)
+    for a in arrays:  # a loop, not all() over a generator: this runs several times a step
+        if type(a) is not np.ndarray or a.dtype != np.float64 or a.shape[0] != 1:
+            return False
+    return True
 
 
 def quat_to_mat(quat: FloatArray) -> FloatArray:
