@@ -330,6 +330,7 @@ class PybulletBackend:
             self._frames[name] = _Frame(oid, -1, np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]))
 
         self._actuators: list[tuple[ActuatorCfg, slice]] = []
+        self._references: dict[tuple[float, ...], tuple[FloatArray, FloatArray]] = {}
         self._ctrl_gain = np.ones(self.num_controls)
         """Identified gain of each control input's actuator (MuJoCo's actuator names)."""
         gain_columns: dict[str, int] = {}
@@ -667,15 +668,23 @@ class PybulletBackend:
         (``mju_subQuat``), and its rate is the angular velocity in the same axes.
         """
         frame, state = self._frames[act.frame], self._frame_state(act.frame)
-        ref = np.array([act.target_quat], dtype=np.float64)
-        ref_to_world = quat_to_mat(ref)[0]
-        rot = quat_to_rotvec(quat_mul(quat_conjugate(ref), state.quat))
+        ref_inverse, ref_to_world = self._reference(act.target_quat)
+        rot = quat_to_rotvec(quat_mul(ref_inverse, state.quat))
         force = gain[:, :3] * (act.kp_pos * (u[:, :3] - state.pos) - act.kd_pos * state.linvel)
         moment = gain[:, 3:] * (act.kp_rot * (u[:, 3:] - rot) - act.kd_rot * state.angvel @ ref_to_world)
         force = np.clip(force, -act.max_force, act.max_force)
         moment = np.clip(moment, -act.max_torque, act.max_torque) @ ref_to_world.T
         jac_pos, jac_rot = self._jacobians(frame)
         return np.einsum("nij,ni->nj", jac_pos, force) + np.einsum("nij,ni->nj", jac_rot, moment)
+
+    def _reference(self, target_quat: tuple[float, float, float, float]) -> tuple[FloatArray, FloatArray]:
+        """An impedance actuator's reference orientation as the controller uses it every substep:
+        its inverse (1, 4) and its matrix (3, 3), made on first use."""
+        reference = self._references.get(target_quat)
+        if reference is None:
+            quat = np.array([target_quat], dtype=np.float64)
+            reference = self._references[target_quat] = (quat_conjugate(quat), quat_to_mat(quat)[0])
+        return reference
 
     def _jacobians(self, frame: _Frame) -> tuple[FloatArray, FloatArray]:
         """(n, 3, ndof) translational and rotational Jacobians of a frame on the robot."""

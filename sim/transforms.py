@@ -101,19 +101,22 @@ def yaw_of(quat: FloatArray) -> FloatArray:
     return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
+def _hamilton(aw: Any, ax: Any, ay: Any, az: Any, bw: Any, bx: Any, by: Any, bz: Any) -> tuple[Any, ...]:
+    """The components (w, x, y, z) of the Hamilton product of two quaternions' components: (n,)
+    arrays or Python floats, in the same operations."""
+    return (
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    )
+
+
 def quat_mul(a: FloatArray, b: FloatArray) -> FloatArray:
     """(n, 4) Hamilton products ``a * b`` (apply ``b``, then ``a``)."""
-    aw, ax, ay, az = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
-    bw, bx, by, bz = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        -1,
-    )
+    if _one_float64_world(a, b):
+        return np.array([_hamilton(*a[0].tolist(), *b[0].tolist())])
+    return np.stack(_hamilton(*(a[:, i] for i in range(4)), *(b[:, i] for i in range(4))), -1)
 
 
 def quat_conjugate(quat: FloatArray) -> FloatArray:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from robolearn.sim import host_xp
-from robolearn.sim.transforms import quat_rotate, quat_rotate_inverse, quat_to_mat
+from robolearn.sim.transforms import quat_mul, quat_rotate, quat_rotate_inverse, quat_to_mat
 
 RNG = np.random.default_rng(0)
 ARRAYS = [RNG.normal(size=s) * 10 ** RNG.uniform(-3, 3) for s in [(1, 3), (4, 7), (2, 3, 4), (5,)]]
@@ -108,7 +108,8 @@ def _reference_matrix(quat: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("n", [1, 3, 64])
 def test_rotations_match_the_matrix_and_einsum_bit_for_bit(n: int) -> None:
     """One world computes on Python floats, more on arrays without building matrices: both give
-    what the matrix and einsum gave, bit for bit (unit and non-unit quaternions, tiny to large)."""
+    what the matrix and einsum (and the stacked Hamilton product) gave, bit for bit (unit and
+    non-unit quaternions, tiny to large)."""
     rng = np.random.default_rng(n)
     for scale in (1e-3, 1.0, 1e3):
         quat = rng.normal(size=(n, 4)) * scale
@@ -118,6 +119,19 @@ def test_rotations_match_the_matrix_and_einsum_bit_for_bit(n: int) -> None:
         assert np.array_equal(quat_to_mat(quat), matrix)
         assert np.array_equal(quat_rotate_inverse(quat, vec), np.einsum("nji,nj->ni", matrix, vec))
         assert np.array_equal(quat_rotate(quat, vec), np.einsum("nij,nj->ni", matrix, vec))
+        other = rng.normal(size=(n, 4))
+        aw, ax, ay, az = (quat[:, i] for i in range(4))
+        bw, bx, by, bz = (other[:, i] for i in range(4))
+        product = np.stack(
+            [
+                aw * bw - ax * bx - ay * by - az * bz,
+                aw * bx + ax * bw + ay * bz - az * by,
+                aw * by - ax * bz + ay * bw + az * bx,
+                aw * bz + ax * by - ay * bx + az * bw,
+            ],
+            -1,
+        )
+        assert np.array_equal(quat_mul(quat, other), product)
     # float32 keeps numpy's arithmetic and type (no float path).
     q32, v32 = quat.astype(np.float32), vec.astype(np.float32)
     assert quat_rotate_inverse(q32, v32).dtype == np.float32
