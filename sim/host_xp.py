@@ -5,12 +5,13 @@ this module on the host; the safety layer (:mod:`robolearn.hardware.safety`) com
 It is numpy (every public name of numpy is here as it is), except for the few functions called
 every step whose numpy implementations are Python functions around a ufunc or a method: ``clip``,
 ``sum``, ``all``, ``any``, ``reshape``, ``array_equal``, ``astype``, ``zeros_like`` and
-``linalg.vector_norm``. On the one-world
-path, where arrays hold a handful of numbers, those wrappers cost two to four times the ufunc
-itself (issue 18: ``clip`` about 2.2 us against 0.6 us). Here they call the ufuncs (or methods)
-directly, with the same arguments' meaning and bit-identical results (tests/test_equivalence.py
-holds every task to that, tests/test_host_xp.py each function to numpy's). Two checks that are not
-numpy's, :func:`all_finite` and :func:`any_true`, return Python bools for the per-step path itself.
+``linalg.vector_norm``. On the one-world path, where arrays hold a handful of numbers, those
+wrappers cost two to four times the ufunc itself (issue 18: ``clip`` about 2.2 us against 0.6 us).
+Here they call the ufuncs (or methods) directly, with the same arguments' meaning and bit-identical
+results (tests/test_equivalence.py holds every task to that, tests/test_host_xp.py each function to
+numpy's). Two checks that are not numpy's, :func:`all_finite` and :func:`any_true`, return Python
+bools for the per-step path itself. Inside this module ``any``, ``all``, ``sum``, ``max``, ``min``,
+``abs``, ``round``, ``bool`` and ``pow`` are numpy's: Python's are ``builtins.``'s.
 """
 
 from __future__ import annotations
