@@ -342,7 +342,7 @@ class MujocoBackend(_MujocoBase):
         self.data = mujoco.MjData(self.model)
         self._qpos, self._qvel = self.data.qpos, self.data.qvel
         self._opt = self.model.opt  # a view of the model's options, made once (see _MujocoBase)
-        self._ctrl_row = self.data.ctrl  # MjData makes a new array object at every attribute access
+        self._ctrl = self._data("ctrl")  # the kept (1, nu) view: MjData makes a new array at every access
         # The stages computed at the new state (see _MujocoBase): the full forward pass or step1.
         acc = self._stage == mujoco.mjtStage.mjSTAGE_ACC
         self._finish_step = mujoco.mj_forward if acc else mujoco.mj_step1
@@ -386,7 +386,7 @@ class MujocoBackend(_MujocoBase):
         model, data = self.model, self.data
         # One world: the stability check of _check_stability on Python scalars, in the same arithmetic.
         time_before, finite_before = data.time, self._state_finite()
-        self._ctrl_row[:] = ctrl[0]
+        self._ctrl[:] = ctrl
         # Sensors are read only at the new state, computed below: inside the control step MuJoCo
         # would compute them at every substep for nothing (for a model with an acceleration-stage
         # sensor, such as ant's body_wrenches, an mj_rnePostConstraint each time; issue 18). The

@@ -379,12 +379,19 @@ def _one_world_actions(env: Any, rng: np.random.Generator) -> npt.NDArray[np.flo
     return rng.uniform(space.low, space.high, size=(ACTION_BATCHES, *space.shape)).astype(np.float32)
 
 
+def _probe_actions(env_id: str, rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """:func:`_one_world_actions` of a ``gymnasium.make`` environment made and closed for it."""
+    probe = gymnasium.make(env_id)
+    try:
+        return _one_world_actions(probe, rng)
+    finally:
+        probe.close()
+
+
 def _one_world_ant(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
     """``robolearn/Ant-v0`` and Gymnasium's ``Ant-v5`` (the same model and physics), one world each."""
     ours_id = gym_id("ant")
-    probe = gymnasium.make(GYM_ANT_ID)
-    actions = _one_world_actions(probe, rng)
-    probe.close()
+    actions = _probe_actions(GYM_ANT_ID, rng)
     return [
         _gym_one_world(ours_id, actions, cfg.seed, f"gymnasium.make({ours_id!r}), backend mujoco"),
         _gym_one_world(GYM_ANT_ID, actions, cfg.seed, f"gymnasium.make({GYM_ANT_ID!r})"),
@@ -492,9 +499,7 @@ def _outside_the_engine(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Con
     """The one-world parts' Gymnasium environments with their engine step a no-op."""
     contenders = []
     for env_id in (gym_id("ant"), GYM_ANT_ID, gym_id(PICK_CUBE)):
-        probe = gymnasium.make(env_id)
-        actions = _one_world_actions(probe, rng)
-        probe.close()
+        actions = _probe_actions(env_id, rng)
         contenders.append(
             _gym_one_world(env_id, actions, cfg.seed, f"gymnasium.make({env_id!r})", physics=False)
         )
