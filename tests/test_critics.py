@@ -1,5 +1,5 @@
 """Critic and target options (issue 11): HL-Gauss classification, CrossQ's batch renormalization
-without a target network, n-step returns."""
+without a target network, BRO's residual critic, n-step returns."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from robolearn.errors import ConfigError
 from robolearn.rl.config import SACConfig
 from robolearn.rl.replay import Batch, ReplayBuffer, take_n_step
-from robolearn.rl.sac import SAC, EnsembleBatchRenorm, HLGauss
+from robolearn.rl.sac import SAC, EnsembleBatchRenorm, EnsembleLinear, HLGauss
 
 
 @pytest.fixture(autouse=True)
@@ -92,6 +92,49 @@ def test_crossq_critic_learns_without_a_target_network() -> None:
         torch.testing.assert_close(v, untouched[k])
 
 
+def _bro_by_hand(agent: SAC, member: int, x: torch.Tensor) -> torch.Tensor:
+    """Member ``member`` of a bro critic, layer by layer from its parameters (Nauman et al. 2024)."""
+    p = dict(agent.critic.named_parameters())
+
+    def dense(name: str, h: torch.Tensor) -> torch.Tensor:
+        return h @ p[f"{name}.weight"][member] + p[f"{name}.bias"][member]
+
+    def norm(name: str, h: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.layer_norm(h, h.shape[-1:])
+        return h * p[f"{name}.weight"][member] + p[f"{name}.bias"][member]
+
+    h = torch.relu(norm("net.1", dense("net.0", x)))
+    for block in (3, 4):
+        inner = torch.relu(norm(f"net.{block}.body.1", dense(f"net.{block}.body.0", h)))
+        h = h + norm(f"net.{block}.body.4", dense(f"net.{block}.body.3", inner))
+    return dense("net.5", h).squeeze(-1)
+
+
+def test_bro_critic_is_bronet_and_fits_a_fixed_batch() -> None:
+    cfg = SACConfig(hidden=(64, 64), critic_hidden=(32,), batch_size=64, critic_arch="bro", critic_blocks=2)
+    torch.manual_seed(0)
+    agent = SAC(4, 2, cfg, torch.device("cpu"))
+    with torch.no_grad():  # the skip connections perturbed: a net without them would not notice
+        for p in agent.critic.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    obs, act = torch.randn(16, 4), torch.rand(16, 2) * 2 - 1
+    q = agent.critic(obs, act)
+    assert q.shape == (2, 16)
+    for member in range(2):
+        torch.testing.assert_close(q[member], _bro_by_hand(agent, member, torch.cat([obs, act], -1)))
+    # BRO's initialization: orthogonal hidden weights (W^T W = 2 I at gain sqrt(2)), zero biases.
+    fresh = SAC(4, 2, cfg, torch.device("cpu")).critic.net
+    first = fresh[3].body[0]
+    assert isinstance(first, EnsembleLinear)
+    torch.testing.assert_close(first.weight[1].T @ first.weight[1], 2 * torch.eye(32), atol=1e-4, rtol=0)
+    torch.testing.assert_close(fresh[0].bias, torch.zeros(2, 1, 32))
+    # The actor keeps its own widths.
+    assert agent.actor.mean.in_features == 64
+    _, first_metrics, last, error = _fit(cfg)
+    assert last["critic_loss"] < 0.2 * first_metrics["critic_loss"]
+    assert error < 0.2, error
+
+
 def _chain_buffer() -> ReplayBuffer:
     """Two worlds side by side (stride 2), rewards 1, 2, 3, ... per world; world 1 ends at its step 2."""
     buf = ReplayBuffer(100, {"x": (1,)}, 1)
@@ -156,3 +199,12 @@ def test_critic_options_are_checked() -> None:
         SACConfig(value_range=(1.0, -1.0)).check()
     with pytest.raises(ConfigError, match=r"--sac\.hl-gauss-bins 1"):
         SACConfig(hl_gauss_bins=1).check()
+    with pytest.raises(ConfigError, match=r"bro: its blocks share one width, got widths \[256, 128\]"):
+        SACConfig(critic_arch="bro", hidden=(256, 128)).check()
+    with pytest.raises(ConfigError, match=r"bro normalizes with LayerNorm, not batch_renorm"):
+        SACConfig(critic_arch="bro", critic_norm="batch_renorm").check()
+    with pytest.raises(ConfigError, match=r"not none"):
+        SACConfig(critic_arch="bro", layer_norm=False).check()
+    with pytest.raises(ConfigError, match=r"--sac\.critic-blocks 0"):
+        SACConfig(critic_arch="bro", critic_blocks=0).check()
+    SACConfig(critic_arch="bro", hidden=(256, 128), critic_hidden=(512,)).check()

@@ -28,7 +28,7 @@ GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
 GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 GymLearner = Literal["robolearn", "sb3"]
-Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "n_step_3"]
+Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "bro", "n_step_3"]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
 
@@ -162,6 +162,9 @@ class LearnBenchCfg:
     ``learn`` at the same steps, each on one torch thread (0: skip it)."""
     e2e_variant: Variant | None = None
     """Learner variant of robolearn's end-to-end run (None: SAC's defaults)."""
+    learner_variant: Variant | None = None
+    """Learner variant of robolearn's pick_cube and gym runs (None: the parts' recipes as they are),
+    to measure a critic option against the defaults on the same benchmark."""
     offline_episodes: int = 40
     """offline_to_online: episodes in the mixed-quality pick-cube dataset (half scripted expert, a
     quarter expert only part of the way, a quarter random), recorded with ``robolearn record``."""

@@ -201,9 +201,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compiled_bfloat16": {"compile": True, "precision": "bfloat16"},
     "hl_gauss": {"critic_loss": "hl_gauss"},
     "crossq": {"critic_norm": "batch_renorm", "target_network": False},
+    "bro": {"critic_arch": "bro"},
     "n_step_3": {"n_step": 3},
 }
 """SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
+
+
+def _with_variant(sac: SACConfig, variant: str | None) -> SACConfig:
+    """``sac`` with a variant's changes (``VARIANTS``), or as it is for None."""
+    return sac if variant is None else replace(sac, **VARIANTS[variant])
 
 
 def _name(sac: SACConfig, variant: str | None = None) -> str:
@@ -459,7 +465,10 @@ def _pick_cube_run(
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
         stop_at_success=TARGET_SUCCESS if cfg.stop_at_90 else None,
-        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio, n_step=n_step),
+        sac=_with_variant(
+            SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio, n_step=n_step),
+            cfg.learner_variant,
+        ),
     )
     train_cfg = replace(train_cfg, **options)
     clock = _EvalClock(label or f"seed {seed}", say)
@@ -539,6 +548,7 @@ def _pick_cube(cfg: LearnBenchCfg, say: Callable[[str], None]) -> tuple[list[dic
             "num_envs": cfg.num_envs,
             "utd_ratio": cfg.utd_ratio,
             "n_step": cfg.n_step,
+            "learner_variant": cfg.learner_variant or "default",
             "scripted_demos": SCRIPTED_DEMOS,
             "runs": runs,
         },
@@ -683,9 +693,7 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
     steps = cfg.e2e_steps
     with tempfile.TemporaryDirectory() as out:
         say(f"throughput: robolearn train gym:{WALKER} for {steps:,} steps")
-        sac = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE)
-        if cfg.e2e_variant is not None:
-            sac = replace(sac, **VARIANTS[cfg.e2e_variant])
+        sac = _with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), cfg.e2e_variant)
         cpu = time.process_time()
         summary = train(_gym_train_cfg(cfg, WALKER, steps, cfg.seed, Path(out), sac=sac))
         robolearn_cpu = time.process_time() - cpu  # setup and final evaluation included
@@ -855,7 +863,9 @@ def _gym_run(
     say(f"{label}, {cfg.gym_steps:,} steps")
     if learner == "robolearn":
         clock = _StepClock(label, max(cfg.gym_steps // 10, 1), say)
-        run = train(_gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, out, final_eval_episodes=10), clock)
+        sac = _with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), cfg.learner_variant)
+        run_cfg = _gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, out, final_eval_episodes=10, sac=sac)
+        run = train(run_cfg, clock)
         result = run["return_mean"], run["wall_minutes"]
     else:
         from stable_baselines3.common.evaluation import evaluate_policy
@@ -874,7 +884,14 @@ def _gym(
     cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {"gym": {"steps": cfg.gym_steps, "seeds": cfg.gym_seeds, "eval_episodes": 10}}
+    summary: dict[str, Any] = {
+        "gym": {
+            "steps": cfg.gym_steps,
+            "seeds": cfg.gym_seeds,
+            "eval_episodes": 10,
+            "learner_variant": cfg.learner_variant or "default",
+        }
+    }
     suffix = "_100k" if cfg.gym_steps == 100_000 else f"_{cfg.gym_steps}"
     seeds = list(range(cfg.seed, cfg.seed + cfg.gym_seeds))
     with tempfile.TemporaryDirectory() as tmp:

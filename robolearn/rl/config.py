@@ -130,6 +130,11 @@ class SACConfig:
     (s', a') in one batch (CrossQ)."""
     critic_hidden: tuple[int, ...] | None = None
     """Hidden widths of the critics (None: ``hidden``); CrossQ and BRO-style critics are wider."""
+    critic_arch: Literal["mlp", "bro"] = "mlp"
+    """Critic network: mlp (linear, normalization, ReLU per hidden width) or bro, BRO's residual
+    BroNet (Nauman et al., NeurIPS 2024) at the one width ``--sac.critic-hidden`` gives (the paper: 512)."""
+    critic_blocks: int = 1
+    """Residual blocks of the bro critic (the paper's 2; each adds two layers of the width)."""
     n_step: int = 1
     """Rewards summed before bootstrapping (n-step returns); 1 is SAC's one-step target."""
     compile: bool = False
@@ -173,6 +178,21 @@ class SACConfig:
         if self.critic_hidden is not None:
             check_widths("--sac.critic-hidden", self.critic_hidden)
         check_range("--sac.n-step", self.n_step, 1, 1_000)
+        check_range("--sac.critic-blocks", self.critic_blocks, 1, 64)
+        if self.critic_arch == "bro":
+            widths = self.critic_hidden or self.hidden
+            if len(set(widths)) != 1:
+                raise ConfigError(
+                    f"--sac.critic-arch bro: its blocks share one width, got widths {list(widths)} "
+                    "(give one with --sac.critic-hidden W)"
+                )
+            auto = "layer" if self.layer_norm else "none"
+            norm = self.critic_norm if self.critic_norm != "auto" else auto
+            if norm != "layer":
+                raise ConfigError(
+                    f"--sac.critic-arch bro normalizes with LayerNorm, not {norm} (drop "
+                    "--sac.critic-norm and --sac.no-layer-norm, or use --sac.critic-arch mlp)"
+                )
         check_range("--gripper-penalty", self.gripper_penalty, 0, 1e3)
         check_range("--gripper-epsilon", self.gripper_epsilon, 0, 1)
         if self.gripper_penalty > 0 and not self.gripper_critic:

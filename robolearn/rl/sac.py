@@ -16,6 +16,11 @@ Critic options (``SACConfig.critic_loss``, ``critic_norm``, ``target_network``, 
   Sample Efficiency and Simplicity" (ICLR 2024). Batch renormalization (Ioffe, 2017) in the
   critic, no target network: (s, a) and (s', a') go through the critic in one batch, so both
   see the same normalization statistics.
+- BRO's residual critic (``critic_arch="bro"``): Nauman et al., "Bigger, Regularized, Optimistic:
+  scaling for compute and sample-efficient continuous control" (NeurIPS 2024). BroNet: a dense
+  layer, LayerNorm and ReLU, then ``critic_blocks`` residual blocks x + LN(W2 ReLU(LN(W1 x))) at one
+  width, orthogonally initialized; the skip connections are what let the critic grow (the paper's
+  width 512 and two blocks; wider and deeper plain MLPs learn worse).
 - n-step returns: the target bootstraps after n rewards (Sutton and Barto, ch. 7); the replay
   sampler sums the rewards and passes the discount ``gamma ** k`` of each transition.
 - HIL-SERL's discrete gripper critic and gripper-change penalty (Luo et al. 2024): with a
@@ -46,11 +51,18 @@ from robolearn.rl.gripper import GripperCritic, GripperSpec
 class EnsembleLinear(nn.Module):
     """``num`` independent linear layers applied as one batched matmul: (E, B, in) -> (E, B, out)."""
 
-    def __init__(self, num: int, in_features: int, out_features: int) -> None:
+    def __init__(
+        self, num: int, in_features: int, out_features: int, orthogonal: float | None = None
+    ) -> None:
         super().__init__()
         bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default initialization, per member
         self.weight = nn.Parameter(torch.empty(num, in_features, out_features).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(num, 1, out_features).uniform_(-bound, bound))
+        if orthogonal is not None:  # BRO's initialization: orthogonal weights of this gain, zero bias
+            with torch.no_grad():
+                for member in self.weight:
+                    nn.init.orthogonal_(member, gain=orthogonal)
+                self.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
@@ -121,6 +133,24 @@ class EnsembleBatchRenorm(nn.Module):
         return torch.addcmul(self.bias, x_hat, self.weight)
 
 
+class EnsembleResidualBlock(nn.Module):
+    """BRO's residual block per ensemble member: x + LN(W2 ReLU(LN(W1 x))), one width throughout."""
+
+    def __init__(self, num: int, width: int) -> None:
+        super().__init__()
+        gain = math.sqrt(2.0)
+        self.body = nn.Sequential(
+            EnsembleLinear(num, width, width, orthogonal=gain),
+            EnsembleLayerNorm(num, width),
+            nn.ReLU(inplace=True),  # in place: LayerNorm's affine output is fresh and not saved
+            EnsembleLinear(num, width, width, orthogonal=gain),
+            EnsembleLayerNorm(num, width),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
 class CriticEnsemble(nn.Module):
     """N Q-functions Q(s, a) with stacked weights; returns (N, B), or (N, B, outputs) with ``outputs > 1``."""
 
@@ -134,13 +164,25 @@ class CriticEnsemble(nn.Module):
         *,
         norm: str | None = None,
         outputs: int = 1,
+        arch: str = "mlp",
+        blocks: int = 1,
     ) -> None:
         super().__init__()
         self.num = num
         self.outputs = outputs
+        width = obs_dim + action_dim
+        if arch == "bro":  # BroNet (see the module's docstring): LayerNorm is part of the design
+            gain, h = math.sqrt(2.0), hidden[0]
+            self.net = nn.Sequential(
+                EnsembleLinear(num, width, h, orthogonal=gain),
+                EnsembleLayerNorm(num, h),
+                nn.ReLU(inplace=True),
+                *(EnsembleResidualBlock(num, h) for _ in range(blocks)),
+                EnsembleLinear(num, h, outputs, orthogonal=1.0),
+            )
+            return
         norm = norm if norm is not None else ("layer" if layer_norm else "none")
         layers: list[nn.Module] = []
-        width = obs_dim + action_dim
         if norm == "batch_renorm":  # CrossQ normalizes the input too
             layers.append(EnsembleBatchRenorm(num, width))
         for h in hidden:
@@ -235,6 +277,8 @@ class SAC(nn.Module):
                 cfg.layer_norm,
                 norm=cfg.critic_norm if cfg.critic_norm != "auto" else None,
                 outputs=outputs,
+                arch=cfg.critic_arch,
+                blocks=cfg.critic_blocks,
             )
 
         self.critic = critic()
