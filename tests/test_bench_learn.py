@@ -202,8 +202,36 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(monkeypatch: 
         assert sum("env steps" in m for m in lines) >= 5, lines
         assert lines[-1].startswith(label + "final return "), lines
 
-    # One learner alone.
+    assert summary["gym"]["learner_variant"] == "default"
+
+    # One learner alone, with a critic option.
     messages.clear()
-    rows, summary = run_learn_bench(replace(cfg, gym_learners=("robolearn",)), progress=messages.append)
+    alone = replace(cfg, gym_learners=("robolearn",), learner_variant="bro")
+    rows, summary = run_learn_bench(alone, progress=messages.append)
     assert "sb3" not in summary["gym"]["halfcheetah"] and "sb3_halfcheetah_iqm_1100" not in summary
     assert not any(m.startswith("gym: SB3") for m in messages)
+    assert summary["gym"]["learner_variant"] == "bro"
+
+
+def test_end_to_end_run_times_both_loops_and_says_what_they_learned(monkeypatch: pytest.MonkeyPatch) -> None:
+    sb3_evaluation = pytest.importorskip("stable_baselines3.common.evaluation")
+    returns = {"return_mean": 123.0, "success_rate": 0.0, "success_rate_ci95": [0.0, 0.0]}
+    monkeypatch.setattr(robolearn.rl.train, "_evaluate", lambda *a: returns | {"success_defined": False})
+    monkeypatch.setattr(sb3_evaluation, "evaluate_policy", lambda *args, **kw: (456.0, 0.0))
+    cfg = LearnBenchCfg(
+        parts=("throughput",),
+        critics=(2,),
+        variants=(),
+        rounds=1,
+        updates=2,
+        warmup_updates=1,
+        e2e_steps=1_100,
+        e2e_threaded=True,
+    )
+    messages: list[str] = []
+    _, summary = run_learn_bench(cfg, progress=messages.append)
+    e2e = summary["train_walltime"]
+    assert e2e["robolearn_threaded"] is True and e2e["steps"] == 1_100
+    assert e2e["robolearn_return"] == 123.0 and e2e["sb3_return"] == 456.0
+    assert summary["train_walltime_vs_sb3"] == pytest.approx(e2e["sb3_seconds"] / e2e["robolearn_seconds"])
+    assert any(m.startswith("throughput: end to end, robolearn ") for m in messages)

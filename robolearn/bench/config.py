@@ -162,6 +162,9 @@ class LearnBenchCfg:
     ``learn`` at the same steps, each on one torch thread (0: skip it)."""
     e2e_variant: Variant | None = None
     """Learner variant of robolearn's end-to-end run (None: SAC's defaults)."""
+    e2e_threaded: bool = False
+    """Run robolearn's end-to-end run with ``--threaded`` (the actor in its own thread, on the other
+    core, while the learner keeps one update per transition); SB3's loop has no such mode."""
     learner_variant: Variant | None = None
     """Learner variant of robolearn's pick_cube and gym runs (None: the parts' recipes as they are),
     to measure a critic option against the defaults on the same benchmark."""

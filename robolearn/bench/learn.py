@@ -688,19 +688,44 @@ def _sb3_gym(
     return model, time.perf_counter() - start, time.process_time() - cpu
 
 
+E2E_EVAL_EPISODES = 10
+"""Deterministic episodes each end-to-end run's policy is evaluated on (robolearn's inside its time)."""
+
+
 def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]) -> dict[str, Any]:
     """SB3's wall-clock over robolearn's for ``e2e_steps`` of Walker2d training (loop time, same steps)."""
     steps = cfg.e2e_steps
     with tempfile.TemporaryDirectory() as out:
         say(f"throughput: robolearn train gym:{WALKER} for {steps:,} steps")
         sac = _with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), cfg.e2e_variant)
+        run_cfg = _gym_train_cfg(
+            cfg,
+            WALKER,
+            steps,
+            cfg.seed,
+            Path(out),
+            sac=sac,
+            threaded=cfg.e2e_threaded,
+            final_eval_episodes=E2E_EVAL_EPISODES,
+        )
         cpu = time.process_time()
-        summary = train(_gym_train_cfg(cfg, WALKER, steps, cfg.seed, Path(out), sac=sac))
+        summary = train(run_cfg)
         robolearn_cpu = time.process_time() - cpu  # setup and final evaluation included
     robolearn_s = summary["wall_minutes"] * 60
     say(f"throughput: SB3 SAC learn on {WALKER} for {steps:,} steps")
     sb3 = _sb3_gym(WALKER, steps, cfg.seed, device)
     sb3_s, sb3_cpu = (None, None) if isinstance(sb3, str) else sb3[1:]
+    sb3_return = None
+    if not isinstance(sb3, str):  # after the clock: what the time bought, as robolearn's final evaluation
+        from stable_baselines3.common.evaluation import evaluate_policy
+
+        mean, _ = evaluate_policy(sb3[0], gym.make(WALKER), n_eval_episodes=E2E_EVAL_EPISODES)
+        sb3_return = float(np.mean(mean))
+    say(
+        f"throughput: end to end, robolearn {robolearn_s:.0f} s (return {summary['return_mean']:,.0f}), "
+        f"SB3 {'-' if sb3_s is None else f'{sb3_s:.0f}'} s "
+        f"(return {'-' if sb3_return is None else f'{sb3_return:,.0f}'})"
+    )
     return {
         "train_walltime_vs_sb3": ratio(sb3_s, robolearn_s),
         # Less sensitive to other jobs on a shared machine than the wall-clock, which runs one after the
@@ -710,13 +735,17 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
             "env": WALKER,
             "steps": steps,
             "robolearn_variant": cfg.e2e_variant or "default",
+            "robolearn_threaded": cfg.e2e_threaded,
             "robolearn_seconds": robolearn_s,
             "sb3_seconds": sb3_s,
             "robolearn_cpu_seconds": robolearn_cpu,
             "sb3_cpu_seconds": sb3_cpu,
             "sb3_unavailable": sb3 if isinstance(sb3, str) else None,
+            # Mean return of 10 deterministic episodes after training: a faster run must not learn less.
+            "robolearn_return": summary["return_mean"],
+            "sb3_return": sb3_return,
             "note": "robolearn: the training loop of robolearn train (one world, learning from 1,000 steps, "
-            "one evaluation episode at the end); SB3: SAC.learn with the same settings",
+            f"{E2E_EVAL_EPISODES} evaluation episodes at the end); SB3: SAC.learn with the same settings",
         },
     }
 
