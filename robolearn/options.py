@@ -67,6 +67,12 @@ def check_widths(option: str, widths: tuple[int, ...], high: int = 65_536) -> No
             raise ConfigError(f"{option} {' '.join(map(str, widths))}: every width must be in [1, {high}]")
 
 
+def check_step_window(option: str, window: tuple[int, int] | None) -> None:
+    """Refuse a window of control steps [start, stop) that is not two steps with 0 <= start < stop."""
+    if window is not None and not 0 <= window[0] < window[1]:
+        raise ConfigError(f"{option} {window[0]} {window[1]}: must be two steps with 0 <= start < stop")
+
+
 def check_seed(option: str, seed: int) -> None:
     """A seed NumPy, torch and Gymnasium all accept."""
     check_range(option, seed, 0, SEED_MAX)

@@ -29,6 +29,7 @@ from robolearn.tasks.sim_params import apply_sim_params, load_sim_params, save_s
         ("calibrate", (0.5, -1.0), "--calibrate"),
         ("embodiments", ("arm", "arm"), "--embodiments"),
         ("embodiments", (), "--embodiments"),
+        ("intervene_steps", (40, 40), "--intervene-steps 40 40: must be two steps with 0 <= start < stop"),
     ],
 )
 def test_options_out_of_range_are_refused_by_name(field: str, value: object, option: str) -> None:

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Literal
 
 from robolearn.errors import ConfigError
-from robolearn.options import check_output_dir, check_range, check_seed, check_threads, check_widths
+from robolearn.options import (
+    check_output_dir,
+    check_range,
+    check_seed,
+    check_step_window,
+    check_threads,
+    check_widths,
+)
 from robolearn.policy.runtime import Runtime
 from robolearn.rl.config import MAX_WORLDS
 
@@ -422,6 +429,10 @@ class FinetuneBenchCfg:
     """WSRL warm-up: robot steps collected with the frozen pretrained policy before updates start."""
     intervene_every: int = 2
     """Scripted person: takes over every k-th episode (in both robot runs)."""
+    intervene_steps: tuple[int, int] = (0, 1_000_000)
+    """Scripted person: the control steps [start, stop) of such an episode it drives; a late start
+    leaves the policy its own attempt and the person the rescue of one that has not succeeded by then
+    (an episode ends on success), as HIL-SERL's operator steps in when the robot struggles."""
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
     obs_latency_ms: float = 40.0
@@ -455,6 +466,7 @@ class FinetuneBenchCfg:
         check_range("--stop-episodes", self.stop_episodes, 1, 1_000)
         check_range("--warmup-steps", self.warmup_steps, 0)
         check_range("--intervene-every", self.intervene_every, 1)
+        check_step_window("--intervene-steps", self.intervene_steps)
         check_range("--episodes", self.episodes, 1)
         check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
         check_range("--obs-noise", self.obs_noise, 0, 100)

@@ -191,6 +191,7 @@ def _train_on_robot(
         hil=True,
         device="scripted",
         intervene_every=cfg.intervene_every,
+        intervene_steps=cfg.intervene_steps,
         init_from=init_from,
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
         # The early stop is judged after every episode on the last stop_episodes nobody drove.

@@ -15,7 +15,14 @@ from typing import Literal
 import tyro
 
 from robolearn.errors import ConfigError
-from robolearn.options import check_output_dir, check_range, check_seed, check_threads, check_widths
+from robolearn.options import (
+    check_output_dir,
+    check_range,
+    check_seed,
+    check_step_window,
+    check_threads,
+    check_widths,
+)
 from robolearn.sim.backend import BackendName
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg
 from robolearn.teleop.mapping import DroneMode
@@ -123,9 +130,7 @@ class RecordCmd:
                 f"--image-size {self.image_size[0]} {self.image_size[1]}: must be two even numbers of "
                 f"pixels in [2, {MAX_IMAGE_SIZE}]"
             )
-        if self.intervene_steps is not None and not 0 <= self.intervene_steps[0] < self.intervene_steps[1]:
-            a, b = self.intervene_steps
-            raise ConfigError(f"--intervene-steps {a} {b}: must be two steps with 0 <= a < b")
+        check_step_window("--intervene-steps", self.intervene_steps)
         check_range("--intervene-every", self.intervene_every, 1)
         check_range("--intervene-prob", self.intervene_prob, 0, 1)
         check_range("--scale", self.scale, 0, 1, low_open=True, allow_none=True)

@@ -23,6 +23,7 @@ from robolearn.options import (
     check_output_dir,
     check_range,
     check_seed,
+    check_step_window,
     check_threads,
     check_widths,
 )
@@ -423,9 +424,7 @@ class TrainCfg:
         check_seed("--seed", self.seed)
         check_range("--scripted-demos", self.scripted_demos, 0)
         check_range("--intervene-every", self.intervene_every, 1)
-        start, stop = self.intervene_steps
-        if not 0 <= start < stop:
-            raise ConfigError(f"--intervene-steps {start} {stop}: must be two steps with 0 <= start < stop")
+        check_step_window("--intervene-steps", self.intervene_steps)
         check_range("--intervene-probability", self.intervene_probability, 0, 1)
         check_range("--reward-threshold", self.reward_threshold, 0, 1, allow_none=True)
         check_range("--random-steps", self.random_steps, 0)
