@@ -188,6 +188,13 @@ def test_a_resumed_runs_config_is_the_saved_one(tmp_path: Path) -> None:
     (run / "config.json").write_text(json.dumps(saved | {"warp_drive": True}))
     with pytest.raises(CorruptFileError, match=r"config.json: TrainCfg has no fields \['warp_drive'\]"):
         _load_run_cfg(run, None)
+    # A choice this version does not have would be compared against and fall to a default in silence.
+    (run / "config.json").write_text(json.dumps(saved | {"sac": saved["sac"] | {"critic_arch": "resnet"}}))
+    with pytest.raises(
+        CorruptFileError,
+        match=r"config.json: TrainCfg.sac: SACConfig.critic_arch: 'resnet' is not one of \['mlp', 'bro'\]",
+    ):
+        _load_run_cfg(run, None)
     (run / "config.json").write_text("[1, 2]")
     with pytest.raises(CorruptFileError, match=r"config\.json holds no object of settings"):
         _load_run_cfg(run, None)

@@ -668,12 +668,17 @@ class DistillCmd:
 
 
 def _revive(hint: Any, value: Any) -> Any:
-    """A value read back from JSON as its field's type: paths, tuples and nested configs."""
+    """A value read back from JSON as its field's type: paths, tuples and nested configs; a choice
+    (a Literal) must be one of its values, since code compares it and would take any other as a default."""
     if value is None:
         return None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
         return _revive(args[0], value)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{value!r} is not one of {list(args)}")
+        return value
     if origin in (typing.Union, types.UnionType):
         kinds = [a for a in args if a is not type(None)]
         return _revive(kinds[0], value) if len(kinds) == 1 else value
@@ -695,4 +700,10 @@ def config_from_json(cls: type[Any], data: dict[str, Any]) -> Any:
     unknown = sorted(set(data) - {f.name for f in fields(cls)})
     if unknown:
         raise ConfigError(f"{cls.__name__} has no fields {unknown}")
-    return cls(**{k: _revive(hints[k], v) for k, v in data.items()})
+    values = {}
+    for k, v in data.items():
+        try:
+            values[k] = _revive(hints[k], v)
+        except ConfigError as exc:
+            raise ConfigError(f"{cls.__name__}.{k}: {exc}") from None
+    return cls(**values)
