@@ -298,8 +298,7 @@ def _throughput(
     configs = [replace(base, num_critics=n) for n in cfg.critics] + [replace(base, layer_norm=False)]
     contenders = [_robolearn(sac, online, demos, shapes, device, cfg.seed) for sac in configs]
     contenders += [
-        _robolearn(replace(base, **VARIANTS[v]), online, demos, shapes, device, cfg.seed, v)
-        for v in cfg.variants
+        _robolearn(_with_variant(base, v), online, demos, shapes, device, cfg.seed, v) for v in cfg.variants
     ]
     sb3 = _sb3(online, layout, device, cfg.seed)
     if isinstance(sb3, str):
@@ -627,8 +626,11 @@ WALKER = "Walker2d-v5"
 LEARNING_STARTS = 1_000
 
 
-def _gym_train_cfg(cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: Path, **kw: Any) -> TrainCfg:
-    """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step, 2x256 networks."""
+def _gym_train_cfg(
+    cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: Path, variant: str | None = None, **kw: Any
+) -> TrainCfg:
+    """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step, 2x256 networks
+    (with a learner ``variant``'s changes, ``VARIANTS``)."""
     base: dict[str, Any] = dict(
         task=f"gym:{env_id}",
         num_envs=1,
@@ -645,7 +647,7 @@ def _gym_train_cfg(cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: 
         video=False,
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
-        sac=SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE),
+        sac=_with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), variant),
     )
     return TrainCfg(**(base | kw))
 
@@ -697,14 +699,13 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
     steps = cfg.e2e_steps
     with tempfile.TemporaryDirectory() as out:
         say(f"throughput: robolearn train gym:{WALKER} for {steps:,} steps")
-        sac = _with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), cfg.e2e_variant)
         run_cfg = _gym_train_cfg(
             cfg,
             WALKER,
             steps,
             cfg.seed,
             Path(out),
-            sac=sac,
+            cfg.e2e_variant,
             threaded=cfg.e2e_threaded,
             final_eval_episodes=E2E_EVAL_EPISODES,
         )
@@ -892,8 +893,9 @@ def _gym_run(
     say(f"{label}, {cfg.gym_steps:,} steps")
     if learner == "robolearn":
         clock = _StepClock(label, max(cfg.gym_steps // 10, 1), say)
-        sac = _with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), cfg.learner_variant)
-        run_cfg = _gym_train_cfg(cfg, env_id, cfg.gym_steps, seed, out, final_eval_episodes=10, sac=sac)
+        run_cfg = _gym_train_cfg(
+            cfg, env_id, cfg.gym_steps, seed, out, cfg.learner_variant, final_eval_episodes=10
+        )
         run = train(run_cfg, clock)
         result = run["return_mean"], run["wall_minutes"]
     else:

@@ -133,17 +133,20 @@ class EnsembleBatchRenorm(nn.Module):
         return torch.addcmul(self.bias, x_hat, self.weight)
 
 
+BRO_GAIN = math.sqrt(2.0)
+"""Gain of BroNet's orthogonal initialization of its ReLU layers (the output layer's is 1)."""
+
+
 class EnsembleResidualBlock(nn.Module):
     """BRO's residual block per ensemble member: x + LN(W2 ReLU(LN(W1 x))), one width throughout."""
 
     def __init__(self, num: int, width: int) -> None:
         super().__init__()
-        gain = math.sqrt(2.0)
         self.body = nn.Sequential(
-            EnsembleLinear(num, width, width, orthogonal=gain),
+            EnsembleLinear(num, width, width, orthogonal=BRO_GAIN),
             EnsembleLayerNorm(num, width),
             nn.ReLU(inplace=True),  # in place: LayerNorm's affine output is fresh and not saved
-            EnsembleLinear(num, width, width, orthogonal=gain),
+            EnsembleLinear(num, width, width, orthogonal=BRO_GAIN),
             EnsembleLayerNorm(num, width),
         )
 
@@ -172,9 +175,9 @@ class CriticEnsemble(nn.Module):
         self.outputs = outputs
         width = obs_dim + action_dim
         if arch == "bro":  # BroNet (see the module's docstring): LayerNorm is part of the design
-            gain, h = math.sqrt(2.0), hidden[0]
+            h = hidden[0]
             self.net = nn.Sequential(
-                EnsembleLinear(num, width, h, orthogonal=gain),
+                EnsembleLinear(num, width, h, orthogonal=BRO_GAIN),
                 EnsembleLayerNorm(num, h),
                 nn.ReLU(inplace=True),
                 *(EnsembleResidualBlock(num, h) for _ in range(blocks)),
