@@ -16,7 +16,15 @@ import pytest
 import robolearn.envs  # noqa: F401  (registers robolearn's Gymnasium ids)
 from robolearn.bench.config import SimBenchCfg
 from robolearn.bench.report import format_table
-from robolearn.bench.sim import CHUNK_SECONDS, _Contender, _interleaved_rates, _without_physics, run_sim_bench
+from robolearn.bench.sim import (
+    CHUNK_SECONDS,
+    REPLAY_EPISODES,
+    _Contender,
+    _interleaved_rates,
+    _PickCubeReplay,
+    _without_physics,
+    run_sim_bench,
+)
 from robolearn.errors import ConfigError
 from robolearn.tasks import task_names
 
@@ -92,6 +100,23 @@ def test_one_world_is_compared_with_gymnasium_and_raw_mujoco(
     outside = summary["one_world_python_us"]
     assert set(outside) == {"robolearn/Ant-v0", "Ant-v5", "robolearn/PandaPickCube-v0"}
     assert all(us > 0 for us in outside.values())
+
+
+def test_raw_pick_cube_steps_through_the_environments_states() -> None:
+    """pick_cube_one_world_vs_raw compares equal physics work: the raw loop repeats the
+    environment's cycle of episodes state for state, resets included, bit for bit."""
+    replay = _PickCubeReplay(np.random.default_rng(0), seed=3)
+    sim = replay.env.unwrapped.vec.sim  # type: ignore[attr-defined]
+    assert len(replay.resets) == REPLAY_EPISODES and replay.cycle >= REPLAY_EPISODES
+    moved = False
+    for i in range(replay.cycle + 50):  # across the cycle's end, where both start over
+        replay.step_env(i)
+        replay.step_raw(i)
+        assert np.array_equal(sim.data.qpos, replay.data.qpos), i
+        assert np.array_equal(sim.data.qvel, replay.data.qvel), i
+        moved = moved or not np.allclose(sim.data.qpos, sim.index.home_qpos)
+    assert moved
+    replay.env.close()
 
 
 @pytest.mark.parametrize("env_id", ["robolearn/Ant-v0", "Ant-v5"])
