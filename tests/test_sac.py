@@ -93,11 +93,44 @@ def test_every_critic_step_and_the_actor_see_demonstrations_and_online_data() ->
     assert len(in_actor) == cfg.batch_size and sum(in_actor) == cfg.batch_size // 2
 
 
+def test_policy_delay_steps_the_actor_at_every_kth_update_only() -> None:
+    """actor_every (TD3's and CrossQ's policy delay): the critics learn at every update, the actor
+    and the temperature at every k-th; in between an update reports the last actor step's figures."""
+    torch.manual_seed(5)
+    cfg = SACConfig(hidden=(16,), batch_size=8, actor_every=3, adam_beta1=0.5)
+    agent = SAC(3, 2, cfg, torch.device("cpu"))
+    assert all(
+        g["betas"] == (0.5, 0.999) for g in (*agent.actor_opt.param_groups, *agent.critic_opt.param_groups)
+    )
+    obs, act = torch.randn(8, 3), torch.rand(8, 2) * 2 - 1
+    rew, term = obs[:, 0].clone(), torch.zeros(8)
+
+    def flat(module: torch.nn.Module) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+    actor_moved, critic_moved, reported = [], [], []
+    for _ in range(7):
+        actor, critic, alpha = flat(agent.actor), flat(agent.critic), agent.log_alpha.item()
+        metrics = agent.update(obs, act, rew, obs, term)
+        actor_moved.append(not torch.equal(actor, flat(agent.actor)))
+        assert actor_moved[-1] == (agent.log_alpha.item() != alpha)  # the temperature with the actor
+        critic_moved.append(not torch.equal(critic, flat(agent.critic)))
+        reported.append(metrics["actor_loss"])
+    assert actor_moved == [True, False, False, True, False, False, True]
+    assert all(critic_moved)
+    assert reported[1] == reported[2] == reported[0] and reported[3] != reported[0]
+    assert agent.updates == 7
+
+
 def test_inconsistent_settings_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"--sac.critic-subsample 3: must be in \[1, 2\]"):
         SACConfig(num_critics=2, critic_subsample=3).check()
     with pytest.raises(ConfigError, match="utd-ratio"):
         SACConfig(utd_ratio=0).check()
+    with pytest.raises(ConfigError, match=r"--sac\.actor-every 0"):
+        SACConfig(actor_every=0).check()
+    with pytest.raises(ConfigError, match=r"--sac\.adam-beta1 1"):
+        SACConfig(adam_beta1=1.0).check()
 
 
 @pytest.mark.gpu

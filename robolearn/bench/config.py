@@ -35,7 +35,9 @@ GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
 GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 GymLearner = Literal["robolearn", "sb3"]
-Variant = Literal["bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "bro", "n_step_3"]
+Variant = Literal[
+    "bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "crossq_recipe", "bro", "n_step_3"
+]
 """Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
 
 

@@ -201,6 +201,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compiled_bfloat16": {"compile": True, "precision": "bfloat16"},
     "hl_gauss": {"critic_loss": "hl_gauss"},
     "crossq": {"critic_norm": "batch_renorm", "target_network": False},
+    # The paper's optimizer and policy delay (Bhatt et al., ICLR 2024, its Table 5), at the bench's width.
+    "crossq_recipe": {
+        "critic_norm": "batch_renorm",
+        "target_network": False,
+        "adam_beta1": 0.5,
+        "actor_every": 3,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+    },
     "bro": {"critic_arch": "bro"},
     "n_step_3": {"n_step": 3},
 }

@@ -94,6 +94,12 @@ class SACConfig:
     """Critic learning rate."""
     temperature_lr: float = 3e-4
     """Learning rate of the entropy temperature."""
+    adam_beta1: float = 0.9
+    """Adam's first-moment decay in the actor's and the critics' optimizers (Adam's 0.9; CrossQ's
+    recipe: 0.5, with learning rates of 1e-3)."""
+    actor_every: int = 1
+    """Updates per actor and temperature step: the policy delay (TD3's 2, CrossQ's 3). An update is
+    ``utd_ratio`` critic steps, so with utd_ratio 1 the actor learns at every k-th critic step."""
     gamma: float = 0.99
     """Discount."""
     tau: float = 0.005
@@ -170,6 +176,8 @@ class SACConfig:
         check_range("--sac.num-critics", self.num_critics, 1)
         check_range("--sac.critic-subsample", self.critic_subsample, 1, self.num_critics, allow_none=True)
         check_range("--sac.utd-ratio", self.utd_ratio, 1)
+        check_range("--sac.adam-beta1", self.adam_beta1, 0, 1, high_open=True)
+        check_range("--sac.actor-every", self.actor_every, 1, 1_000)
         check_range("--sac.init-temperature", self.init_temperature, 0, low_open=True)
         check_range("--sac.demo-fraction", self.demo_fraction, 0, 1, high_open=True)
         check_range("--sac.hl-gauss-bins", self.hl_gauss_bins, 2, 10_000)

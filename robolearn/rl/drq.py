@@ -208,7 +208,8 @@ class DrQLearner:
             losses.append(sac.critic_step(features, act[s], rew[s], next_features, term[s], discount[s]))
             if self.encoder_opt is not None:
                 self.encoder_opt.step()
-        actor_loss, alpha, entropy = sac.actor_step(features.detach())  # the actor never trains the encoder
+        # The actor never trains the encoder.
+        actor_loss, alpha, entropy = sac.scheduled_actor_step(features.detach())
         sac.updates += steps
         return sac.metrics(torch.stack(losses).mean(), actor_loss, alpha, entropy)
 

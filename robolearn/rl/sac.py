@@ -303,8 +303,9 @@ class SAC(nn.Module):
         # Fused Adam: one kernel per step instead of several per parameter; the same algorithm, rounded
         # slightly differently. Fused kernels exist for CPU and CUDA.
         fused = True if device.type in ("cpu", "cuda") else None
-        self.actor_opt = torch.optim.Adam(self._actor_params, lr=cfg.actor_lr, fused=fused)
-        self.critic_opt = torch.optim.Adam(self._critic_params, lr=cfg.critic_lr, fused=fused)
+        betas = (cfg.adam_beta1, 0.999)
+        self.actor_opt = torch.optim.Adam(self._actor_params, lr=cfg.actor_lr, betas=betas, fused=fused)
+        self.critic_opt = torch.optim.Adam(self._critic_params, lr=cfg.critic_lr, betas=betas, fused=fused)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, fused=fused)
         self.gripper: GripperCritic | None = None
         if self.actor.gripper is not None:
@@ -316,6 +317,9 @@ class SAC(nn.Module):
         self._obs_mean: torch.Tensor | None = None
         self._obs_std: torch.Tensor | None = None
         self.updates = 0
+        self._update_calls = 0
+        """Updates made by this object (:meth:`scheduled_actor_step`'s count; not checkpointed)."""
+        self._actor_metrics: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._critic_loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = self.critic_loss
         self._actor_loss_fn: Callable[..., tuple[torch.Tensor, ...]] = self.actor_loss
         if cfg.compile:
@@ -485,6 +489,14 @@ class SAC(nn.Module):
         self.alpha_opt.step()
         return actor_loss.detach(), self.log_alpha.detach().exp(), -logp.mean()
 
+    def scheduled_actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """An update's actor step: :meth:`actor_step` at every ``actor_every``-th update (the policy
+        delay), else the last one's metrics."""
+        if self._actor_metrics is None or self._update_calls % self.cfg.actor_every == 0:
+            self._actor_metrics = self.actor_step(obs)
+        self._update_calls += 1
+        return self._actor_metrics
+
     def update(
         self,
         obs: torch.Tensor,
@@ -495,7 +507,7 @@ class SAC(nn.Module):
         discount: torch.Tensor | None = None,
     ) -> dict[str, float]:
         """``utd_ratio`` critic steps on interleaved slices of the batch (every ``utd_ratio``-th
-        transition), then one actor step on the last of them.
+        transition), then one actor step on the last of them (at every ``actor_every``-th update).
 
         The tensors hold ``utd_ratio * batch_size`` transitions, already normalized; ``discount`` is
         each transition's bootstrap discount (``gamma ** n`` for n-step returns; default ``gamma``).
@@ -529,7 +541,7 @@ class SAC(nn.Module):
                 gripper_losses.append(
                     self.gripper.step(obs[s], measured, command[s], rew[s], next_obs[s], term[s], discount[s])
                 )
-        actor_loss, alpha, entropy = self.actor_step(obs[s])  # the last critic step's slice
+        actor_loss, alpha, entropy = self.scheduled_actor_step(obs[s])  # the last critic step's slice
         self.updates += self.cfg.utd_ratio
         extra = {"gripper_loss": torch.stack(gripper_losses).mean()} if gripper_losses else {}
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
