@@ -121,7 +121,7 @@ class CalQL:
             return regularizer[0]
 
         total = agent.critic_step(obs, act, rew, next_obs, term, discount, extra=extra)
-        actor_loss, alpha, entropy = agent.actor_step(obs)
+        actor_loss, alpha, entropy = agent.scheduled_actor_step(obs)
         agent.updates += 1
         reg = regularizer[0].detach()
         metrics = agent.metrics(total - reg, actor_loss, alpha, entropy)  # critic_loss: the TD part
