@@ -113,6 +113,7 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         pretrain_steps=600,
         pretrain_demos=2,
         pretrain_rate_limits=True,
+        learner_variant="crossq_recipe",
         robot_minutes=0.1,
         warmup_steps=100,
         episodes=2,
@@ -131,6 +132,11 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
     # Calibration: zero-shot only, one row per gap strength, from the run pretrained above.
     pretrained = next(tmp_path.glob("arm/pretrained-arm*"))
     assert json.loads((pretrained / "config.json").read_text())["rate_limits"] is True
+    # The learner variant: pretraining and the run from scratch with it, the fine-tuned run by inheritance.
+    for run in (pretrained, tmp_path / "arm" / "finetuned", tmp_path / "arm" / "scratch"):
+        sac = json.loads((run / "config.json").read_text())["sac"]
+        assert (sac["adam_beta1"], sac["actor_every"], sac["target_network"]) == (0.5, 3, False), run
+    assert summary["learner_variant"] == "crossq_recipe"
     rows, summary = run_finetune_bench(
         replace(cfg, pretrained=pretrained, calibrate=(0.0, 1.0), work_dir=tmp_path / "calibrate")
     )

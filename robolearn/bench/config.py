@@ -7,9 +7,9 @@ Every numeric option has a stated valid range, checked in its config's ``check()
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from robolearn.errors import ConfigError
 from robolearn.options import (
@@ -21,7 +21,7 @@ from robolearn.options import (
     check_widths,
 )
 from robolearn.policy.runtime import Runtime
-from robolearn.rl.config import MAX_WORLDS
+from robolearn.rl.config import MAX_WORLDS, SACConfig
 
 SimPart = Literal["ant", "panda", "single", "render", "gpu"]
 SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render", "gpu")
@@ -38,7 +38,32 @@ GymLearner = Literal["robolearn", "sb3"]
 Variant = Literal[
     "bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "crossq_recipe", "bro", "n_step_3"
 ]
-"""Learner variants the throughput part times beside the defaults (``robolearn.bench.learn.VARIANTS``)."""
+"""Learner variants the throughput part times beside the defaults (``VARIANTS``)."""
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "bfloat16": {"precision": "bfloat16"},
+    "compiled": {"compile": True},
+    "compiled_bfloat16": {"compile": True, "precision": "bfloat16"},
+    "hl_gauss": {"critic_loss": "hl_gauss"},
+    "crossq": {"critic_norm": "batch_renorm", "target_network": False},
+    # The paper's optimizer and policy delay (Bhatt et al., ICLR 2024, its Table 5), at the bench's width.
+    "crossq_recipe": {
+        "critic_norm": "batch_renorm",
+        "target_network": False,
+        "adam_beta1": 0.5,
+        "actor_every": 3,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+    },
+    "bro": {"critic_arch": "bro"},
+    "n_step_3": {"n_step": 3},
+}
+"""SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
+
+
+def with_variant(sac: SACConfig, variant: str | None) -> SACConfig:
+    """``sac`` with a variant's changes (``VARIANTS``), or as it is for None."""
+    return sac if variant is None else replace(sac, **VARIANTS[variant])
 
 
 GPU_WORLDS: tuple[int, ...] = (1024, 4096, 8192)
@@ -429,6 +454,9 @@ class FinetuneBenchCfg:
     """Training episodes without interventions that judge the early stop."""
     warmup_steps: int = 500
     """WSRL warm-up: robot steps collected with the frozen pretrained policy before updates start."""
+    learner_variant: Variant | None = None
+    """Learner of the MuJoCo pretraining made here and of the run from scratch, as ``bench learn``'s
+    variants (``VARIANTS``; None: SAC's defaults); the fine-tuned run takes its pretrained run's."""
     intervene_every: int = 2
     """Scripted person: takes over every k-th episode (in both robot runs)."""
     intervene_steps: tuple[int, int] = (0, 1_000_000)

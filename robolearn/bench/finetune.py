@@ -35,12 +35,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robolearn.bench.config import FinetuneBenchCfg, TransferBenchCfg
+from robolearn.bench.config import FinetuneBenchCfg, TransferBenchCfg, with_variant
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.bench.transfer import ros_pybullet_success
 from robolearn.errors import ConfigError
 from robolearn.eval.stats import difference_of_proportions_ci
-from robolearn.rl.config import OfflineConfig, TrainCfg
+from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.sim_params import IdentifiedParam, SimParams, save_sim_params
 
@@ -193,6 +193,7 @@ def _train_on_robot(
         intervene_every=cfg.intervene_every,
         intervene_steps=cfg.intervene_steps,
         init_from=init_from,
+        sac=with_variant(SACConfig(), cfg.learner_variant),  # from scratch; --init-from takes its run's
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
         # The early stop is judged after every episode on the last stop_episodes nobody drove.
         eval_every=task_cfg.episode_length if cfg.early_stop else steps,
@@ -244,6 +245,7 @@ def _pretrained(
             seed=cfg.seed,
             scripted_demos=cfg.pretrain_demos,
             rate_limits=cfg.pretrain_rate_limits,
+            sac=with_variant(SACConfig(), cfg.learner_variant),
             out=folder,
             name=f"pretrained-{embodiment}",
             eval_every=cfg.pretrain_steps,
@@ -380,6 +382,9 @@ def run_finetune_bench(
         "episodes": cfg.episodes,
         "early_stop": cfg.early_stop,
         "goal": cfg.goal,
+        "learner_variant": cfg.learner_variant or "default",
+        "intervene_every": cfg.intervene_every,
+        "intervene_steps": list(cfg.intervene_steps),
         "machine": info,
         "versions": versions(["mujoco", "pybullet", "ros-rclpy", "torch"]),
     }

@@ -56,7 +56,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robolearn.bench.config import LearnBenchCfg
+from robolearn.bench.config import VARIANTS, LearnBenchCfg, with_variant
 from robolearn.bench.report import format_table, machine_info, ratio, versions
 from robolearn.envs.task_env import TaskEnv
 from robolearn.policy.normalization import ObsLayout, RunningNorm
@@ -195,32 +195,6 @@ def _robolearn(
     return _Contender(_name(sac, variant), run, note)
 
 
-VARIANTS: dict[str, dict[str, Any]] = {
-    "bfloat16": {"precision": "bfloat16"},
-    "compiled": {"compile": True},
-    "compiled_bfloat16": {"compile": True, "precision": "bfloat16"},
-    "hl_gauss": {"critic_loss": "hl_gauss"},
-    "crossq": {"critic_norm": "batch_renorm", "target_network": False},
-    # The paper's optimizer and policy delay (Bhatt et al., ICLR 2024, its Table 5), at the bench's width.
-    "crossq_recipe": {
-        "critic_norm": "batch_renorm",
-        "target_network": False,
-        "adam_beta1": 0.5,
-        "actor_every": 3,
-        "actor_lr": 1e-3,
-        "critic_lr": 1e-3,
-    },
-    "bro": {"critic_arch": "bro"},
-    "n_step_3": {"n_step": 3},
-}
-"""SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
-
-
-def _with_variant(sac: SACConfig, variant: str | None) -> SACConfig:
-    """``sac`` with a variant's changes (``VARIANTS``), or as it is for None."""
-    return sac if variant is None else replace(sac, **VARIANTS[variant])
-
-
 def _name(sac: SACConfig, variant: str | None = None) -> str:
     name = f"robolearn SAC, {sac.num_critics} critics" + ("" if sac.layer_norm else ", no LayerNorm")
     return name if variant is None else f"{name}, {variant}"
@@ -307,7 +281,7 @@ def _throughput(
     configs = [replace(base, num_critics=n) for n in cfg.critics] + [replace(base, layer_norm=False)]
     contenders = [_robolearn(sac, online, demos, shapes, device, cfg.seed) for sac in configs]
     contenders += [
-        _robolearn(_with_variant(base, v), online, demos, shapes, device, cfg.seed, v) for v in cfg.variants
+        _robolearn(with_variant(base, v), online, demos, shapes, device, cfg.seed, v) for v in cfg.variants
     ]
     sb3 = _sb3(online, layout, device, cfg.seed)
     if isinstance(sb3, str):
@@ -473,7 +447,7 @@ def _pick_cube_run(
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
         stop_at_success=TARGET_SUCCESS if cfg.stop_at_90 else None,
-        sac=_with_variant(
+        sac=with_variant(
             SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=cfg.utd_ratio, n_step=n_step),
             cfg.learner_variant,
         ),
@@ -656,7 +630,7 @@ def _gym_train_cfg(
         video=False,
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
-        sac=_with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), variant),
+        sac=with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), variant),
     )
     return TrainCfg(**(base | kw))
 
