@@ -188,7 +188,8 @@ def _robolearn(
         for _ in range(k):
             learner.update()
 
-    critics = f"{sac.num_critics} {'LayerNorm ' if sac.layer_norm else ''}critics"
+    norm = {"layer": "LayerNorm ", "batch_renorm": "batch-renormalized ", "none": ""}[sac.critic_norm_used]
+    critics = f"{sac.num_critics} {norm}critics"
     note = f"LearnerRole.update: symmetric sampling, normalization, {critics}, {device.type}"
     if variant is not None:
         note += f"; {variant}: " + ", ".join(f"{k}={v}" for k, v in VARIANTS[variant].items())

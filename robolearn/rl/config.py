@@ -160,6 +160,13 @@ class SACConfig:
     """With --gripper-critic: chance per step that exploration takes a random gripper action
     (epsilon-greedy); small, since one random opening drops a carried cube."""
 
+    @property
+    def critic_norm_used(self) -> str:
+        """The critics' normalization: ``critic_norm``, its auto resolved by ``layer_norm``."""
+        if self.critic_norm != "auto":
+            return self.critic_norm
+        return "layer" if self.layer_norm else "none"
+
     def check(self) -> None:
         """Refuse settings outside their ranges, naming the option, the value and the range."""
         check_widths("--sac.hidden", self.hidden)
@@ -195,8 +202,7 @@ class SACConfig:
                     f"--sac.critic-arch bro: its blocks share one width, got widths {list(widths)} "
                     "(give one with --sac.critic-hidden W)"
                 )
-            auto = "layer" if self.layer_norm else "none"
-            norm = self.critic_norm if self.critic_norm != "auto" else auto
+            norm = self.critic_norm_used
             if norm != "layer":
                 raise ConfigError(
                     f"--sac.critic-arch bro normalizes with LayerNorm, not {norm} (drop "
