@@ -188,8 +188,8 @@ def _robolearn(
         for _ in range(k):
             learner.update()
 
-    norm = {"layer": "LayerNorm ", "batch_renorm": "batch-renormalized ", "none": ""}[sac.critic_norm_used]
-    critics = f"{sac.num_critics} {norm}critics"
+    labels = {"layer": "LayerNorm ", "batch_renorm": "batch-renormalized ", "none": ""}
+    critics = f"{sac.num_critics} {labels[sac.critic_norm_used]}critics"
     note = f"LearnerRole.update: symmetric sampling, normalization, {critics}, {device.type}"
     if variant is not None:
         note += f"; {variant}: " + ", ".join(f"{k}={v}" for k, v in VARIANTS[variant].items())
