@@ -11,15 +11,15 @@ import math
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 import robolearn.rl.train
-from robolearn.bench.config import LearnBenchCfg
+from robolearn.bench.config import VARIANTS, LearnBenchCfg, Variant, with_variant
 from robolearn.bench.learn import _censored_median, format_learn_table, run_learn_bench
 from robolearn.errors import ConfigError
-from robolearn.rl.config import TrainCfg
+from robolearn.rl.config import SACConfig, TrainCfg
 from robolearn.rl.train import train
 
 TINY = LearnBenchCfg(
@@ -235,3 +235,11 @@ def test_end_to_end_run_times_both_loops_and_says_what_they_learned(monkeypatch:
     assert e2e["robolearn_return"] == 123.0 and e2e["sb3_return"] == 456.0
     assert summary["train_walltime_vs_sb3"] == pytest.approx(e2e["sb3_seconds"] / e2e["robolearn_seconds"])
     assert any(m.startswith("throughput: end to end, robolearn ") for m in messages)
+
+
+def test_every_variant_option_names_a_learner_change() -> None:
+    """The options' choices (``Variant``) and the changes (``VARIANTS``) are one list, and each
+    change is a valid SACConfig."""
+    assert set(get_args(Variant)) == set(VARIANTS)
+    for name in VARIANTS:
+        with_variant(SACConfig(), name).check()

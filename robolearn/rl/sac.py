@@ -278,7 +278,7 @@ class SAC(nn.Module):
                 action_dim,
                 cfg.critic_hidden or cfg.hidden,
                 cfg.layer_norm,
-                norm=cfg.critic_norm if cfg.critic_norm != "auto" else None,
+                norm=cfg.critic_norm_used,
                 outputs=outputs,
                 arch=cfg.critic_arch,
                 blocks=cfg.critic_blocks,
