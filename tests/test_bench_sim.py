@@ -20,8 +20,10 @@ from robolearn.bench.sim import (
     CHUNK_SECONDS,
     REPLAY_EPISODES,
     _Contender,
+    _EpisodeCycle,
+    _GymnasiumReplay,
     _interleaved_rates,
-    _PickCubeReplay,
+    _RawReplay,
     _without_physics,
     run_sim_bench,
 )
@@ -105,18 +107,38 @@ def test_one_world_is_compared_with_gymnasium_and_raw_mujoco(
 def test_raw_pick_cube_steps_through_the_environments_states() -> None:
     """pick_cube_one_world_vs_raw compares equal physics work: the raw loop repeats the
     environment's cycle of episodes state for state, resets included, bit for bit."""
-    replay = _PickCubeReplay(np.random.default_rng(0), seed=3)
-    sim = replay.env.unwrapped.vec.sim  # type: ignore[attr-defined]
-    assert len(replay.resets) == REPLAY_EPISODES and replay.cycle >= REPLAY_EPISODES
+    cycle = _EpisodeCycle("panda_pick_cube", np.random.default_rng(0), seed=3)
+    raw = _RawReplay(cycle)
+    sim = cycle.env.unwrapped.vec.sim  # type: ignore[attr-defined]
+    assert len(cycle.resets) == REPLAY_EPISODES and cycle.cycle >= REPLAY_EPISODES
     moved = False
-    for i in range(replay.cycle + 50):  # across the cycle's end, where both start over
-        replay.step_env(i)
-        replay.step_raw(i)
-        assert np.array_equal(sim.data.qpos, replay.data.qpos), i
-        assert np.array_equal(sim.data.qvel, replay.data.qvel), i
+    for i in range(cycle.cycle + 50):  # across the cycle's end, where both start over
+        cycle.step_env(i)
+        raw.step(i)
+        assert np.array_equal(sim.data.qpos, raw.data.qpos), i
+        assert np.array_equal(sim.data.qvel, raw.data.qvel), i
         moved = moved or not np.allclose(sim.data.qpos, sim.index.home_qpos)
     assert moved
-    replay.env.close()
+    cycle.env.close()
+
+
+def test_gymnasium_ant_steps_through_the_environments_states() -> None:
+    """one_world_vs_gymnasium compares equal physics work: Gymnasium's Ant-v5, started from each of
+    robolearn's reset states, goes through robolearn/Ant-v0's episodes bit for bit, its episodes
+    ending where robolearn's do (the ratio once compared Ant-v5's own, shorter episodes)."""
+    cycle = _EpisodeCycle("ant", np.random.default_rng(0), seed=3)
+    gym_ant = _GymnasiumReplay(cycle, "Ant-v5")
+    ours, theirs = cycle.env.unwrapped.vec.sim.data, gym_ant.env.unwrapped.data  # type: ignore[attr-defined]
+    assert len(cycle.resets) == REPLAY_EPISODES
+    ends = 0
+    for i in range(cycle.cycle + 50):  # across the cycle's end, where both start over
+        ended = cycle.step_env(i)
+        assert gym_ant.step(i) == ended, i
+        assert np.array_equal(ours.qpos, theirs.qpos) and np.array_equal(ours.qvel, theirs.qvel), i
+        ends += any(ended)
+    assert ends >= REPLAY_EPISODES
+    cycle.env.close()
+    gym_ant.env.close()
 
 
 @pytest.mark.parametrize("env_id", ["robolearn/Ant-v0", "Ant-v5"])

@@ -390,38 +390,28 @@ def _probe_actions(env_id: str, rng: np.random.Generator) -> npt.NDArray[np.floa
         probe.close()
 
 
-def _one_world_ant(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
-    """``robolearn/Ant-v0`` and Gymnasium's ``Ant-v5`` (the same model and physics), one world each."""
-    ours_id = gym_id("ant")
-    actions = _probe_actions(GYM_ANT_ID, rng)
-    return [
-        _gym_one_world(ours_id, actions, cfg.seed, f"gymnasium.make({ours_id!r}), backend mujoco"),
-        _gym_one_world(GYM_ANT_ID, actions, cfg.seed, f"gymnasium.make({GYM_ANT_ID!r})"),
-    ]
+class _EpisodeCycle:
+    """One world of a task's ``gymnasium.make`` environment through a fixed cycle of episodes, and
+    what another contender needs to go through the same states.
 
-
-class _PickCubeReplay:
-    """``robolearn/PandaPickCube-v0`` one world, and raw ``mj_step`` on its compiled model through
-    the same states.
-
-    Both repeat one cycle of :data:`REPLAY_EPISODES` episodes: the environment steps through the
-    pre-drawn actions from a reset with ``seed`` (each later episode from its own reset), and the raw
-    contender writes the controls the environment's action term made of them, stepping ``substeps``
-    physics steps per call and restoring the environment's reset state where an episode ended. So
-    the two do the same physics work, state for state (a raw loop that never resets drifts to states
-    that cost another amount: 7 % less per step, measured), and what the ratio measures is the
-    task's own code.
+    The cycle is :data:`REPLAY_EPISODES` episodes: the environment steps through the pre-drawn
+    actions from a reset with ``seed`` (each later episode from its own reset), then starts over
+    with a reset with ``seed``. The other contender (raw ``mj_step`` on the compiled model, or
+    Gymnasium's own environment of the same model) starts each episode from the state the
+    environment reset to and takes the same actions, so the two do the same physics work, state for
+    state. A contender that resets from its own random stream, or never, goes through states that
+    cost another amount: the raw pick-cube loop without resets took 7 % less per step, Gymnasium's
+    Ant-v5 from its own resets ended an episode every 40 steps where robolearn's ended every 250
+    (measured), and what a ratio measures must be the code around the physics.
     """
 
-    def __init__(self, actions_rng: np.random.Generator, seed: int) -> None:
-        self.seed = seed
-        self.env = gymnasium.make(gym_id(PICK_CUBE))
+    def __init__(self, task: str, rng: np.random.Generator, seed: int) -> None:
+        self.task, self.seed = task, seed
+        self.env = gymnasium.make(gym_id(task))
         self.env.reset(seed=seed)
-        self.actions = _one_world_actions(self.env, actions_rng)
+        self.actions = _one_world_actions(self.env, rng)
         sim: Any = self.env.unwrapped.vec.sim  # type: ignore[attr-defined]
         self.model, self.spec = sim.model, int(mujoco.mjtState.mjSTATE_INTEGRATION)
-        self.data = mujoco.MjData(self.model)
-        mujoco.mj_copyData(self.data, self.model, sim.data)
         first = self._state(sim.data)
         controls: list[npt.NDArray[np.float64]] = []
         self.resets: dict[int, npt.NDArray[np.float64]] = {}
@@ -437,55 +427,109 @@ class _PickCubeReplay:
                 self.resets[len(controls) - 1] = self._state(sim.data)
         self.env.reset(seed=seed)
         self.resets[len(controls) - 1] = first  # the cycle ends where it began
+        self.first = first
         self.controls = np.array(controls)
+        """The controls the environment's action term made of each step's action, in order."""
         self.cycle = len(controls)
-        self.substeps = make_task_cfg(PICK_CUBE).substeps
+        self.label = f"{REPLAY_EPISODES} episodes ({self.cycle} steps) repeated"
 
     def _state(self, data: mujoco.MjData) -> npt.NDArray[np.float64]:
         state = np.empty(mujoco.mj_stateSize(self.model, self.spec))
         mujoco.mj_getState(self.model, data, state, self.spec)
         return state
 
-    def step_env(self, i: int) -> None:
+    def qpos_qvel(
+        self, state: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The generalized positions and velocities in a recorded state."""
+        data = mujoco.MjData(self.model)
+        mujoco.mj_setState(self.model, data, state, self.spec)
+        return data.qpos.copy(), data.qvel.copy()
+
+    def step_env(self, i: int) -> tuple[bool, bool]:
+        """Step ``i`` of the cycle in the environment; its terminated and truncated flags."""
         k = i % self.cycle
         _, _, terminated, truncated, _ = self.env.step(self.actions[k % ACTION_BATCHES])
         if k == self.cycle - 1:
             self.env.reset(seed=self.seed)
         elif terminated or truncated:
             self.env.reset()
+        return terminated, truncated
 
-    def step_raw(self, i: int) -> None:
-        k = i % self.cycle
-        self.data.ctrl[:] = self.controls[k]
+    def contender(self) -> _Contender:
+        ours_id = gym_id(self.task)
+        note = f"gymnasium.make({ours_id!r}), backend mujoco, {self.label}"
+        return _Contender(ours_id, self.step_env, 1, note, self.env.close)
+
+
+class _RawReplay:
+    """Raw ``mj_step`` on an :class:`_EpisodeCycle`'s compiled model: it writes the controls the
+    environment's action term made, steps the task's substeps and restores the environment's reset
+    states where its episodes ended."""
+
+    def __init__(self, cycle: _EpisodeCycle) -> None:
+        self.cycle, self.model = cycle, cycle.model
+        self.data = mujoco.MjData(self.model)
+        mujoco.mj_setState(self.model, self.data, cycle.first, cycle.spec)
+        mujoco.mj_forward(self.model, self.data)
+        self.substeps = make_task_cfg(cycle.task).substeps
+
+    def step(self, i: int) -> None:
+        cycle = self.cycle
+        k = i % cycle.cycle
+        self.data.ctrl[:] = cycle.controls[k]
         mujoco.mj_step(self.model, self.data, nstep=self.substeps)
-        state = self.resets.get(k)
+        state = cycle.resets.get(k)
         if state is not None:
-            mujoco.mj_setState(self.model, self.data, state, self.spec)
+            mujoco.mj_setState(self.model, self.data, state, cycle.spec)
 
-    def contenders(self) -> list[_Contender]:
-        ours_id = gym_id(PICK_CUBE)
-        cycle = f"{REPLAY_EPISODES} episodes ({self.cycle} steps) repeated"
-        return [
-            _Contender(
-                ours_id,
-                self.step_env,
-                1,
-                f"gymnasium.make({ours_id!r}), backend mujoco, {cycle}",
-                self.env.close,
-            ),
-            _Contender(
-                RAW_ONE,
-                self.step_raw,
-                1,
-                f"mujoco.mj_step(nstep={self.substeps}) on the same model through the same states, {cycle}",
-                lambda: None,
-            ),
-        ]
+    def contender(self) -> _Contender:
+        steps = f"mujoco.mj_step(nstep={self.substeps})"
+        note = f"{steps} on the same model through the same states, {self.cycle.label}"
+        return _Contender(RAW_ONE, self.step, 1, note, lambda: None)
+
+
+class _GymnasiumReplay:
+    """A Gymnasium environment of the same model (Ant-v5 for ``ant``) through an
+    :class:`_EpisodeCycle`'s states: the same actions, and at each of its episodes' starts its own
+    ``reset``, then ``set_state`` to the robolearn environment's reset state (one ``mj_forward``
+    more per episode than a plain reset)."""
+
+    def __init__(self, cycle: _EpisodeCycle, env_id: str) -> None:
+        self.cycle, self.env_id = cycle, env_id
+        self.env = gymnasium.make(env_id)
+        self.starts = {k: cycle.qpos_qvel(state) for k, state in cycle.resets.items()}
+        self._start(cycle.cycle - 1)
+
+    def _start(self, k: int) -> None:
+        self.env.reset(seed=self.cycle.seed)
+        self.env.unwrapped.set_state(*self.starts[k])  # type: ignore[attr-defined]
+
+    def step(self, i: int) -> tuple[bool, bool]:
+        """Step ``i`` of the cycle; the environment's terminated and truncated flags."""
+        cycle = self.cycle
+        k = i % cycle.cycle
+        _, _, terminated, truncated, _ = self.env.step(cycle.actions[k % ACTION_BATCHES])
+        if k in self.starts:
+            self._start(k)
+        return terminated, truncated
+
+    def contender(self) -> _Contender:
+        note = f"gymnasium.make({self.env_id!r}) through the same states, {self.cycle.label}"
+        return _Contender(self.env_id, self.step, 1, note, self.env.close)
+
+
+def _one_world_ant(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
+    """``robolearn/Ant-v0`` and Gymnasium's ``Ant-v5`` (the same model and physics), one world each,
+    through the same cycle of episodes (:class:`_EpisodeCycle`)."""
+    cycle = _EpisodeCycle("ant", rng, cfg.seed)
+    return [cycle.contender(), _GymnasiumReplay(cycle, GYM_ANT_ID).contender()]
 
 
 def _one_world_pick_cube(cfg: SimBenchCfg, rng: np.random.Generator) -> list[_Contender]:
-    """The one-world pick-cube contenders (:class:`_PickCubeReplay`)."""
-    return _PickCubeReplay(rng, cfg.seed).contenders()
+    """``robolearn/PandaPickCube-v0`` and raw ``mj_step`` through the same cycle of episodes."""
+    cycle = _EpisodeCycle(PICK_CUBE, rng, cfg.seed)
+    return [cycle.contender(), _RawReplay(cycle).contender()]
 
 
 def _time_part(
