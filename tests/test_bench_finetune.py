@@ -30,6 +30,9 @@ from robolearn.tasks.sim_params import apply_sim_params, load_sim_params, save_s
         ("embodiments", ("arm", "arm"), "--embodiments"),
         ("embodiments", (), "--embodiments"),
         ("intervene_steps", (40, 40), "--intervene-steps 40 40: must be two steps with 0 <= start < stop"),
+        ("intervene_on_disagreement", 0.0, "--intervene-on-disagreement"),
+        ("intervene_on_disagreement", 2.5, "--intervene-on-disagreement"),
+        ("intervene_hold", 0, "--intervene-hold"),
     ],
 )
 def test_options_out_of_range_are_refused_by_name(field: str, value: object, option: str) -> None:
@@ -114,6 +117,8 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         pretrain_demos=2,
         pretrain_rate_limits=True,
         learner_variant="crossq_recipe",
+        intervene_on_disagreement=0.3,
+        intervene_hold=5,
         robot_minutes=0.1,
         warmup_steps=100,
         episodes=2,
@@ -137,6 +142,13 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         sac = json.loads((run / "config.json").read_text())["sac"]
         assert (sac["adam_beta1"], sac["actor_every"], sac["target_network"]) == (0.5, 3, False), run
     assert summary["learner_variant"] == "crossq_recipe"
+    # The person steps in on disagreement: never for a whole episode (the policy drives the steps
+    # before each takeover), and the runs say so.
+    for row in rows[1:]:
+        assert 0.0 <= row["person_share"] < 0.9, row
+    assert (summary["intervene_on_disagreement"], summary["intervene_hold"]) == (0.3, 5)
+    config = json.loads((tmp_path / "arm" / "finetuned" / "config.json").read_text())
+    assert (config["intervene_on_disagreement"], config["intervene_hold"]) == (0.3, 5)
     rows, summary = run_finetune_bench(
         replace(cfg, pretrained=pretrained, calibrate=(0.0, 1.0), work_dir=tmp_path / "calibrate")
     )

@@ -69,6 +69,8 @@ TRAIN: list[Case] = [
     (_train("--stop-at-success", "0"), "--stop-at-success 0.0: must be in (0, 1]"),
     (_train("--intervene-probability", "2"), "--intervene-probability 2.0: must be in [0, 1]"),
     (_train("--intervene-steps", "10", "5"), "--intervene-steps 10 5"),
+    (_train("--intervene-on-disagreement", "0"), "--intervene-on-disagreement 0.0: must be in (0, 2]"),
+    (_train("--intervene-patience", "0"), "--intervene-patience 0: must be at least 1"),
     (_train("--torch-threads", "-1"), "--torch-threads -1: must be in [0, 1024]"),
     (_train("--eval-episodes", "0"), "--eval-episodes 0: must be at least 1"),
     (_train("--learning-starts", "-1"), "--learning-starts -1: must be at least 0"),

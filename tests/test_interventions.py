@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from robolearn.hil.interventions import Interventions, InterventionStats
 from robolearn.tasks import make_task_cfg
-from robolearn.teleop.device import Device, TeleopCommand, TeleopEvent
+from robolearn.teleop.device import Device, DeviceError, TeleopCommand, TeleopEvent
 from robolearn.teleop.scripted import InterventionSchedule, ScriptedDevice
 
 TASK = "panda_reach"
@@ -87,3 +88,72 @@ def test_reads_are_paced_for_a_person() -> None:
         hil.apply(_obs(1), np.zeros((1, 4)))
     # Five periods between six reads at the least (a loaded machine only makes it longer).
     assert time.monotonic() - start >= 5 * 0.02 - 1e-3
+
+
+def test_the_scripted_person_steps_in_only_when_the_policy_strays() -> None:
+    """``disagree``: it takes over after ``patience`` steps in a row of a policy action far from its
+    own, drives ``hold`` steps, hands back and watches again; a policy that agrees is left alone."""
+    cfg = make_task_cfg(TASK)
+    expert = cfg.expert(cfg) if cfg.expert else None
+    assert expert is not None
+    person = ScriptedDevice(cfg, schedule=InterventionSchedule(disagree=0.5, patience=3, hold=5))
+    hil = Interventions([person])
+    hil.connect()
+    obs = _obs(1)
+    own = np.asarray(expert(obs), np.float64)
+    assert not any(hil.apply(obs, own).mask[0] for _ in range(12))
+    wrong = np.clip(-own, cfg.action.low, cfg.action.high)  # straight away from the goal
+    masks = [bool(hil.apply(obs, wrong).mask[0]) for _ in range(16)]
+    taken = [False, False] + [True] * 5
+    assert masks == taken + taken + [False, False], masks
+    # A new episode forgets the streak and the hold.
+    hil.apply(obs, wrong)
+    hil.episodes_ended(np.array([0]), InterventionStats())
+    assert [bool(hil.apply(obs, wrong).mask[0]) for _ in range(3)] == [False, False, True]
+    hil.disconnect()
+
+
+def test_a_policy_that_goes_wrong_is_rescued_on_a_real_arm() -> None:
+    """On MuJoCo's arm: a policy that drives away from the goal never reaches it alone; with the
+    person stepping in on disagreement the episode succeeds, and the policy still drove part of it."""
+    from robolearn.envs.task_env import TaskEnv
+
+    cfg = make_task_cfg(TASK)
+    env = TaskEnv(cfg, "mujoco", 1, autoreset=False)
+    expert = cfg.expert(cfg) if cfg.expert else None
+    assert expert is not None
+
+    def episode(hil: Interventions | None) -> tuple[bool, float]:
+        obs, _ = env.reset(seed=3)
+        driven = []
+        for _ in range(cfg.episode_length):
+            wrong = np.clip(-np.asarray(expert(obs), np.float64), cfg.action.low, cfg.action.high)
+            out = hil.apply(obs, wrong) if hil is not None else None
+            action = out.action if out is not None else wrong
+            driven.append(bool(out.mask[0]) if out is not None else False)
+            obs, _, terminated, truncated, info = env.step(action)
+            if info["success"][0]:
+                return True, float(np.mean(driven))
+            if terminated[0] or truncated[0]:
+                break
+        return False, float(np.mean(driven))
+
+    assert episode(None) == (False, 0.0)
+    person = ScriptedDevice(cfg, schedule=InterventionSchedule(disagree=0.5, patience=3, hold=10))
+    hil = Interventions([person])
+    hil.connect()
+    succeeded, share = episode(hil)
+    assert succeeded and 0.0 < share < 1.0, share
+    env.close()
+
+
+def test_stepping_in_on_disagreement_needs_the_policys_action() -> None:
+    cfg = make_task_cfg(TASK)
+    person = ScriptedDevice(cfg, schedule=InterventionSchedule(disagree=0.5))
+    person.connect()
+    with pytest.raises(DeviceError, match=r"needs the policy's action before each read"):
+        person.read({k: v[0] for k, v in _obs(1).items()})
+    with pytest.raises(DeviceError, match=r"disagreement threshold must be in \(0, 2\]"):
+        ScriptedDevice(cfg, schedule=InterventionSchedule(disagree=0.0))
+    with pytest.raises(DeviceError, match="patience and hold must be at least 1"):
+        ScriptedDevice(cfg, schedule=InterventionSchedule(disagree=0.5, hold=0))

@@ -463,6 +463,15 @@ class FinetuneBenchCfg:
     """Scripted person: the control steps [start, stop) of such an episode it drives; a late start
     leaves the policy its own attempt and the person the rescue of one that has not succeeded by then
     (an episode ends on success), as HIL-SERL's operator steps in when the robot struggles."""
+    intervene_on_disagreement: float | None = None
+    """Scripted person: within those episodes and steps, take over only when the robot goes wrong
+    (``robolearn train --intervene-on-disagreement``: the policy's action strays from the expert's
+    by more than this for ``intervene_patience`` steps in a row; then it drives ``intervene_hold``
+    steps). None: it drives all of those steps."""
+    intervene_patience: int = 3
+    """Scripted person, with ``intervene_on_disagreement``: steps of straying before it takes over."""
+    intervene_hold: int = 10
+    """Scripted person, with ``intervene_on_disagreement``: steps it drives each time."""
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
     obs_latency_ms: float = 40.0
@@ -497,6 +506,16 @@ class FinetuneBenchCfg:
         check_range("--warmup-steps", self.warmup_steps, 0)
         check_range("--intervene-every", self.intervene_every, 1)
         check_step_window("--intervene-steps", self.intervene_steps)
+        check_range(
+            "--intervene-on-disagreement",
+            self.intervene_on_disagreement,
+            0,
+            2,
+            low_open=True,
+            allow_none=True,
+        )
+        check_range("--intervene-patience", self.intervene_patience, 1)
+        check_range("--intervene-hold", self.intervene_hold, 1)
         check_range("--episodes", self.episodes, 1)
         check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
         check_range("--obs-noise", self.obs_noise, 0, 100)

@@ -192,6 +192,9 @@ def _train_on_robot(
         device="scripted",
         intervene_every=cfg.intervene_every,
         intervene_steps=cfg.intervene_steps,
+        intervene_on_disagreement=cfg.intervene_on_disagreement,
+        intervene_patience=cfg.intervene_patience,
+        intervene_hold=cfg.intervene_hold,
         init_from=init_from,
         sac=with_variant(SACConfig(), cfg.learner_variant),  # from scratch; --init-from takes its run's
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
@@ -308,7 +311,7 @@ def _embodiment(
     _warn_if_unfit(cfg, embodiment, sim_success, progress)
     progress(f"{embodiment}: zero-shot, {cfg.episodes} episodes on the gapped robot")
     results = {"zero-shot": _robot_success(pretrained, "zero-shot", task, cfg, sub, gap)}
-    rows = [_row(embodiment, "zero-shot", results["zero-shot"], 0, 0.0, None)]
+    rows = [_row(embodiment, "zero-shot", results["zero-shot"], None, 0.0)]
     minutes: dict[str, float] = {}
     for name, init in (("finetuned", pretrained), ("scratch", None)):
         progress(f"{embodiment}: {name}, at most {cfg.robot_minutes:g} robot minutes of training over ROS 2")
@@ -318,7 +321,7 @@ def _embodiment(
         minutes[name] = _minutes_used(trained, task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")
         results[name] = _robot_success(run_dir, name, task, cfg, sub, gap)
-        rows.append(_row(embodiment, name, results[name], trained["env_steps"], wall, trained.get("robot")))
+        rows.append(_row(embodiment, name, results[name], trained, wall))
     x = SUFFIX[embodiment]
     goal = goal_check(cfg, results, minutes["finetuned"])
     summary = {
@@ -352,7 +355,7 @@ def _calibrate(
         progress(f"{embodiment}: zero-shot at gap strength {strength:g}, {cfg.episodes} episodes")
         gap = _gap(cfg, embodiment, sub, strength)
         evaluated = _robot_success(pretrained, f"zero-shot-{strength:g}", task, cfg, sub, gap)
-        rows.append(_row(embodiment, f"zero-shot @ gap {strength:g}", evaluated, 0, 0.0, None))
+        rows.append(_row(embodiment, f"zero-shot @ gap {strength:g}", evaluated, None, 0.0))
         curve[f"{strength:g}"] = evaluated["success_rate"]
     x = SUFFIX[embodiment]
     return rows, {f"task{x}": task, f"sim_success{x}": sim_success, f"zero_shot_by_gap{x}": curve}
@@ -385,6 +388,9 @@ def run_finetune_bench(
         "learner_variant": cfg.learner_variant or "default",
         "intervene_every": cfg.intervene_every,
         "intervene_steps": list(cfg.intervene_steps),
+        "intervene_on_disagreement": cfg.intervene_on_disagreement,
+        "intervene_patience": cfg.intervene_patience,
+        "intervene_hold": cfg.intervene_hold,
         "machine": info,
         "versions": versions(["mujoco", "pybullet", "ros-rclpy", "torch"]),
     }
@@ -392,19 +398,20 @@ def run_finetune_bench(
 
 
 def _row(
-    embodiment: str,
-    name: str,
-    evaluated: dict[str, Any],
-    steps: float,
-    wall: float,
-    robot: dict[str, Any] | None,
+    embodiment: str, name: str, evaluated: dict[str, Any], trained: dict[str, Any] | None, wall: float
 ) -> dict[str, Any]:
+    """A policy's row; ``trained`` is its robot run's summary (None: not trained on the robot)."""
+    robot = None if trained is None else trained.get("robot")
+    human = None if trained is None else trained.get("interventions")
+    steps = 0 if trained is None else trained["env_steps"]
     return {
         "embodiment": embodiment,
         "policy": name,
         "success": evaluated["success_rate"],
         "episodes": evaluated["episodes"],
         "robot_steps": steps,
+        # The person's share of the robot's steps: what the policy was taught by, beside its own tries.
+        "person_share": None if human is None or not steps else human["transitions"] / steps,
         "wall_minutes": wall,
         "overruns": None if robot is None else robot["overruns"],
     }
@@ -416,6 +423,7 @@ COLUMNS = (
     ("success", "success on the gapped robot"),
     ("episodes", "episodes"),
     ("robot_steps", "robot steps trained"),
+    ("person_share", "person's share of them"),
     ("wall_minutes", "wall minutes"),
     ("overruns", "control-period overruns"),
 )

@@ -101,6 +101,7 @@ class Interventions:
         for i, device in enumerate(self.devices):
             if device is None:
                 continue
+            device.watch(policy_action[i])
             cmd = device.read({k: v[i] for k, v in obs.items()})
             if cmd.intervening and cmd.action is not None:
                 out.action[i] = cmd.action

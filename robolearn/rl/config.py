@@ -272,6 +272,15 @@ class TrainCfg:
     """Scripted human: take over during these control steps [start, stop) of such an episode."""
     intervene_probability: float = 1.0
     """Scripted human: chance that such an episode is taken over."""
+    intervene_on_disagreement: float | None = None
+    """Scripted human: within those steps, take over only when the policy goes wrong: its action
+    strays from the expert's by more than this (mean absolute difference per component, in units of
+    the half-range, 0 to 2) for ``intervene_patience`` steps in a row; then drive
+    ``intervene_hold`` steps and hand back. None: take over throughout those steps."""
+    intervene_patience: int = 3
+    """Scripted human, ``--intervene-on-disagreement``: steps in a row of straying before it takes over."""
+    intervene_hold: int = 10
+    """Scripted human, ``--intervene-on-disagreement``: steps it drives each time it takes over."""
     hil_display: Literal["auto", "window", "png"] = "auto"
     """How a person watches world 0: a window (needs a display; the keyboard reads its keys there),
     or PNG frames in the run folder's ``preview/``; auto: a window where there is a display."""
@@ -440,6 +449,16 @@ class TrainCfg:
         check_range("--intervene-every", self.intervene_every, 1)
         check_step_window("--intervene-steps", self.intervene_steps)
         check_range("--intervene-probability", self.intervene_probability, 0, 1)
+        check_range(
+            "--intervene-on-disagreement",
+            self.intervene_on_disagreement,
+            0,
+            2,
+            low_open=True,
+            allow_none=True,
+        )
+        check_range("--intervene-patience", self.intervene_patience, 1)
+        check_range("--intervene-hold", self.intervene_hold, 1)
         check_range("--reward-threshold", self.reward_threshold, 0, 1, allow_none=True)
         check_range("--random-steps", self.random_steps, 0)
         check_range("--learning-starts", self.learning_starts, 0)

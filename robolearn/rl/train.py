@@ -755,7 +755,13 @@ def _human_in_the_loop(
         from robolearn.teleop.scripted import InterventionSchedule
 
         schedule = InterventionSchedule(
-            cfg.intervene_steps, cfg.intervene_every, cfg.intervene_probability, seed + world
+            cfg.intervene_steps,
+            cfg.intervene_every,
+            cfg.intervene_probability,
+            seed + world,
+            cfg.intervene_on_disagreement,
+            cfg.intervene_patience,
+            cfg.intervene_hold,
         )
         return {"schedule": schedule}
 

@@ -89,6 +89,12 @@ class Device(Protocol):
         stop: only a scripted stand-in needs telling."""
         return None
 
+    def watch(self, policy_action: FloatArray) -> None:
+        """What the robot is about to do this step if nobody takes over: the policy's (A,) action in
+        the task's physical units, given before :meth:`read`. A person sees the robot move: only a
+        stand-in that steps in when the robot goes wrong needs telling."""
+        return None
+
     def read(self, obs: ObsDict) -> TeleopCommand:
         """The command for this step, given the world's current observation; never blocks long."""
         ...

@@ -3,8 +3,12 @@
 Without a schedule it drives every step, as a person recording demonstrations does. With an
 :class:`InterventionSchedule` it takes over only on schedule, as a simulated HIL-SERL operator:
 during steps ``[a, b)`` of every ``k``-th episode, each such episode with probability ``p``,
-deterministic by seed. It always reports its action; ``intervening`` says whether it takes over
-(so a recording without a policy is driven by it throughout, with the schedule in the flags).
+deterministic by seed. With ``disagree`` set it also waits, within that schedule, until the robot
+goes wrong: it takes over once the policy's action (:meth:`Device.watch`) has strayed from its own
+for ``patience`` steps in a row, drives ``hold`` steps and hands back (HG-DAgger's gate, Kelly et
+al. 2019; HIL-SERL's operator steps in when the robot struggles, not on a clock). It always reports
+its action; ``intervening`` says whether it takes over (so a recording without a policy is driven
+by it throughout, with the schedule in the flags).
 Its one button: with ``confirm_reset_reads`` k, it confirms a scene reset (``RESET_DONE``) on the
 k-th read after a robot asks for one (:meth:`scene_reset_requested`), as an operator who needs a
 moment to put the cube back; it sends no other events. Episodes are counted by :meth:`reset` (the
@@ -36,9 +40,23 @@ class InterventionSchedule:
     """Chance that an eligible episode is intervened, drawn once per episode."""
     seed: int = 0
     """Seed of those draws: episode ``e``'s draw depends on ``(seed, e)`` alone."""
+    disagree: float | None = None
+    """Take over only where the policy's action strays from the stand-in's own: their mean absolute
+    difference per component, in units of the component's half-range (0 to 2), above this for
+    ``patience`` steps in a row. None: take over wherever the schedule says."""
+    patience: int = 3
+    """Control steps in a row of straying before it takes over."""
+    hold: int = 10
+    """Control steps it drives once it took over, before it hands back and watches again."""
 
     def check(self) -> None:
         """Raise :class:`DeviceError` naming a bad field."""
+        if self.disagree is not None and not 0.0 < self.disagree <= 2.0:
+            raise DeviceError(f"scripted: disagreement threshold must be in (0, 2], got {self.disagree}")
+        if self.patience < 1 or self.hold < 1:
+            raise DeviceError(
+                f"scripted: patience and hold must be at least 1 step, got {self.patience} and {self.hold}"
+            )
         if self.every < 1:
             raise DeviceError(f"scripted: intervention schedule 'every' must be at least 1, got {self.every}")
         if not 0.0 <= self.probability <= 1.0:
@@ -87,6 +105,12 @@ class ScriptedDevice(Device):
         self._act: Callable[[Observation], FloatArray] | None = None
         self.episode, self.step = -1, 0
         self._selected = False
+        self._watched: FloatArray | None = None
+        """The policy's action this step (:meth:`watch`), until read."""
+        self._streak = 0
+        """Steps in a row the policy's action strayed (``schedule.disagree``)."""
+        self._holding = 0
+        """Steps it still drives after taking over on disagreement."""
 
     def connect(self) -> None:
         self._act = self._load()
@@ -114,6 +138,10 @@ class ScriptedDevice(Device):
         self.episode += 1
         self.step = 0
         self._selected = self.schedule is None or self.schedule.episode_selected(self.episode)
+        self._streak = self._holding = 0
+
+    def watch(self, policy_action: FloatArray) -> None:
+        self._watched = np.asarray(policy_action, np.float64)
 
     def scene_reset_requested(self) -> None:
         self._reset_reads = self.confirm_reset_reads
@@ -131,11 +159,37 @@ class ScriptedDevice(Device):
             self.reset()
         batch = {k: np.asarray(v, np.float32)[None] for k, v in obs.items()}
         action = np.clip(np.asarray(self._act(batch), np.float64)[0], self.low, self.high)
-        intervening = self.schedule is None or (self._selected and self.schedule.in_window(self.step))
+        schedule = self.schedule
+        intervening = schedule is None or (self._selected and schedule.in_window(self.step))
+        if schedule is not None and schedule.disagree is not None:
+            intervening = intervening and self._gate(
+                action, schedule.disagree, schedule.patience, schedule.hold
+            )
+        self._watched = None
         self.step += 1
         return TeleopCommand(
             action, intervening, frozenset({TeleopEvent.INTERVENE}) if intervening else frozenset()
         )
+
+    def _gate(self, action: FloatArray, threshold: float, patience: int, hold: int) -> bool:
+        """Whether it drives this step (:attr:`InterventionSchedule.disagree`): still holding after
+        taking over, or the policy strayed from ``action`` by more than ``threshold`` for
+        ``patience`` steps in a row, when it takes over for ``hold`` steps."""
+        if self._holding > 0:
+            self._holding -= 1
+            return True
+        if self._watched is None:
+            raise DeviceError(
+                "scripted: stepping in on disagreement needs the policy's action before each read "
+                "(Device.watch); this loop gave none"
+            )
+        half = (self.high - self.low) / 2.0
+        stray = float(np.mean(np.abs(self._watched - action) / half))
+        self._streak = self._streak + 1 if stray > threshold else 0
+        if self._streak < patience:
+            return False
+        self._streak, self._holding = 0, hold - 1
+        return True
 
     def disconnect(self) -> None:
         self._act = None
