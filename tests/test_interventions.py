@@ -92,7 +92,8 @@ def test_reads_are_paced_for_a_person() -> None:
 
 def test_the_scripted_person_steps_in_only_when_the_policy_strays() -> None:
     """``disagree``: it takes over after ``patience`` steps in a row of a policy action far from its
-    own, drives ``hold`` steps, hands back and watches again; a policy that agrees is left alone."""
+    own, drives at least ``hold`` steps and hands back once the policy agrees again for
+    ``patience`` steps in a row; a policy that agrees is left alone."""
     cfg = make_task_cfg(TASK)
     expert = cfg.expert(cfg) if cfg.expert else None
     assert expert is not None
@@ -101,15 +102,22 @@ def test_the_scripted_person_steps_in_only_when_the_policy_strays() -> None:
     hil.connect()
     obs = _obs(1)
     own = np.asarray(expert(obs), np.float64)
-    assert not any(hil.apply(obs, own).mask[0] for _ in range(12))
     wrong = np.clip(-own, cfg.action.low, cfg.action.high)  # straight away from the goal
-    masks = [bool(hil.apply(obs, wrong).mask[0]) for _ in range(16)]
-    taken = [False, False] + [True] * 5
-    assert masks == taken + taken + [False, False], masks
-    # A new episode forgets the streak and the hold.
-    hil.apply(obs, wrong)
+
+    def driven(actions: list[np.ndarray]) -> list[bool]:
+        return [bool(hil.apply(obs, a).mask[0]) for a in actions]
+
+    assert not any(driven([own] * 12))
+    # Strays 3 steps: taken over at the third; still straying, it keeps driving past the hold.
+    assert driven([wrong] * 9) == [False, False] + [True] * 7
+    # Agreeing again: 3 steps in a row after the hold, then handed back.
+    assert driven([own] * 5) == [True, True, False, False, False]
+    # Agreeing at once after a takeover: it still drives its 5 steps, then waits for 3 agreeing ones.
+    assert driven([wrong] * 3 + [own] * 8) == [False, False, True] + [True] * 6 + [False, False]
+    # A new episode forgets the streak and the takeover.
+    driven([wrong] * 4)
     hil.episodes_ended(np.array([0]), InterventionStats())
-    assert [bool(hil.apply(obs, wrong).mask[0]) for _ in range(3)] == [False, False, True]
+    assert driven([wrong] * 3) == [False, False, True]
     hil.disconnect()
 
 

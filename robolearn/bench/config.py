@@ -466,12 +466,12 @@ class FinetuneBenchCfg:
     intervene_on_disagreement: float | None = None
     """Scripted person: within those episodes and steps, take over only when the robot goes wrong
     (``robolearn train --intervene-on-disagreement``: the policy's action strays from the expert's
-    by more than this for ``intervene_patience`` steps in a row; then it drives ``intervene_hold``
-    steps). None: it drives all of those steps."""
+    by more than this for ``intervene_patience`` steps in a row; then it drives at least
+    ``intervene_hold`` steps, until the policy agrees again). None: it drives all of those steps."""
     intervene_patience: int = 3
     """Scripted person, with ``intervene_on_disagreement``: steps of straying before it takes over."""
     intervene_hold: int = 10
-    """Scripted person, with ``intervene_on_disagreement``: steps it drives each time."""
+    """Scripted person, with ``intervene_on_disagreement``: steps it drives at least each time."""
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
     obs_latency_ms: float = 40.0

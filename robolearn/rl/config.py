@@ -275,12 +275,13 @@ class TrainCfg:
     intervene_on_disagreement: float | None = None
     """Scripted human: within those steps, take over only when the policy goes wrong: its action
     strays from the expert's by more than this (mean absolute difference per component, in units of
-    the half-range, 0 to 2) for ``intervene_patience`` steps in a row; then drive
-    ``intervene_hold`` steps and hand back. None: take over throughout those steps."""
+    the half-range, 0 to 2) for ``intervene_patience`` steps in a row; then drive at least
+    ``intervene_hold`` steps and hand back once the policy agrees again for ``intervene_patience``
+    steps in a row (HG-DAgger). None: take over throughout those steps."""
     intervene_patience: int = 3
     """Scripted human, ``--intervene-on-disagreement``: steps in a row of straying before it takes over."""
     intervene_hold: int = 10
-    """Scripted human, ``--intervene-on-disagreement``: steps it drives each time it takes over."""
+    """Scripted human, ``--intervene-on-disagreement``: steps it drives at least each time it takes over."""
     hil_display: Literal["auto", "window", "png"] = "auto"
     """How a person watches world 0: a window (needs a display; the keyboard reads its keys there),
     or PNG frames in the run folder's ``preview/``; auto: a window where there is a display."""

@@ -5,8 +5,9 @@ Without a schedule it drives every step, as a person recording demonstrations do
 during steps ``[a, b)`` of every ``k``-th episode, each such episode with probability ``p``,
 deterministic by seed. With ``disagree`` set it also waits, within that schedule, until the robot
 goes wrong: it takes over once the policy's action (:meth:`Device.watch`) has strayed from its own
-for ``patience`` steps in a row, drives ``hold`` steps and hands back (HG-DAgger's gate, Kelly et
-al. 2019; HIL-SERL's operator steps in when the robot struggles, not on a clock). It always reports
+for ``patience`` steps in a row, drives at least ``hold`` steps and hands back once the policy's
+action agrees with its own again for ``patience`` steps (HG-DAgger's gate, Kelly et al. 2019;
+HIL-SERL's operator steps in when the robot struggles, not on a clock). It always reports
 its action; ``intervening`` says whether it takes over (so a recording without a policy is driven
 by it throughout, with the schedule in the flags).
 Its one button: with ``confirm_reset_reads`` k, it confirms a scene reset (``RESET_DONE``) on the
@@ -47,7 +48,8 @@ class InterventionSchedule:
     patience: int = 3
     """Control steps in a row of straying before it takes over."""
     hold: int = 10
-    """Control steps it drives once it took over, before it hands back and watches again."""
+    """Control steps it drives at least once it took over; then it hands back when the policy's
+    action has agreed with its own (within ``disagree``) for ``patience`` steps in a row."""
 
     def check(self) -> None:
         """Raise :class:`DeviceError` naming a bad field."""
@@ -108,9 +110,9 @@ class ScriptedDevice(Device):
         self._watched: FloatArray | None = None
         """The policy's action this step (:meth:`watch`), until read."""
         self._streak = 0
-        """Steps in a row the policy's action strayed (``schedule.disagree``)."""
-        self._holding = 0
-        """Steps it still drives after taking over on disagreement."""
+        """Steps in a row the policy's action strayed (watching) or agreed (driving)."""
+        self._driven = 0
+        """Steps it has driven since it took over on disagreement; 0 while it watches."""
 
     def connect(self) -> None:
         self._act = self._load()
@@ -138,7 +140,7 @@ class ScriptedDevice(Device):
         self.episode += 1
         self.step = 0
         self._selected = self.schedule is None or self.schedule.episode_selected(self.episode)
-        self._streak = self._holding = 0
+        self._streak = self._driven = 0
 
     def watch(self, policy_action: FloatArray) -> None:
         self._watched = np.asarray(policy_action, np.float64)
@@ -172,23 +174,29 @@ class ScriptedDevice(Device):
         )
 
     def _gate(self, action: FloatArray, threshold: float, patience: int, hold: int) -> bool:
-        """Whether it drives this step (:attr:`InterventionSchedule.disagree`): still holding after
-        taking over, or the policy strayed from ``action`` by more than ``threshold`` for
-        ``patience`` steps in a row, when it takes over for ``hold`` steps."""
-        if self._holding > 0:
-            self._holding -= 1
-            return True
+        """Whether it drives this step (:attr:`InterventionSchedule.disagree`). Watching, it takes
+        over once the policy's action has strayed from ``action`` by more than ``threshold`` for
+        ``patience`` steps in a row; driving, it hands back once it has driven ``hold`` steps and
+        the policy's action has agreed with its own for ``patience`` steps in a row (HG-DAgger's
+        expert returns control when the novice would do what the expert does)."""
         if self._watched is None:
             raise DeviceError(
                 "scripted: stepping in on disagreement needs the policy's action before each read "
                 "(Device.watch); this loop gave none"
             )
         half = (self.high - self.low) / 2.0
-        stray = float(np.mean(np.abs(self._watched - action) / half))
-        self._streak = self._streak + 1 if stray > threshold else 0
+        strays = float(np.mean(np.abs(self._watched - action) / half)) > threshold
+        if self._driven:
+            self._driven += 1
+            self._streak = self._streak + 1 if not strays and self._driven > hold else 0
+            if self._streak < patience:
+                return True
+            self._driven = self._streak = 0
+            return False
+        self._streak = self._streak + 1 if strays else 0
         if self._streak < patience:
             return False
-        self._streak, self._holding = 0, hold - 1
+        self._driven, self._streak = 1, 0
         return True
 
     def disconnect(self) -> None:
