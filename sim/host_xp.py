@@ -10,7 +10,18 @@ wrappers cost two to four times the ufunc itself (issue 18: ``clip`` about 2.2 u
 Here they call the ufuncs (or methods) directly, with the same arguments' meaning and bit-identical
 results (tests/test_equivalence.py holds every task to that, tests/test_host_xp.py each function to
 numpy's). Two checks that are not numpy's, :func:`all_finite` and :func:`any_true`, return Python
-bools for the per-step path itself. Inside this module ``any``, ``all``, ``sum``, ``max``, ``min``,
+bools for the per-step path itself.
+
+**AVX-512.** On an Intel Xeon with AVX-512 (Sapphire Rapids), numpy's 512-bit kernels for
+``maximum``, ``minimum`` (and so ``clip``) and the transcendental functions (``exp``, ``tanh``,
+``tan``, ``arctan``, ``arctan2``, measured) slow the code that runs after them: a MuJoCo step called
+next takes 7-10 % longer, whatever the array's size (docs/backends.md, "AVX-512 and the engine").
+Comparisons, ``where``, arithmetic, ``sqrt``, ``sin`` and ``cos`` do not. So here ``clip``,
+``maximum`` and ``minimum`` are comparisons and ``where``, with numpy's values bit for bit (NaN
+propagating, a signed zero as numpy returns it), and the transcendental functions of a float64
+array of up to :data:`SMALL` values (one world's) are Python's ``math`` ones, value by value:
+correctly rounded, within an ulp of numpy's own, whose SIMD paths already differ from one CPU to
+another. Inside this module ``any``, ``all``, ``sum``, ``max``, ``min``,
 ``abs``, ``round``, ``bool`` and ``pow`` are numpy's: Python's are ``builtins.``'s.
 """
 
@@ -25,7 +36,8 @@ import numpy as np
 
 globals().update({name: getattr(np, name) for name in np.__all__})
 
-_maximum, _minimum, _sqrt, _multiply = np.maximum, np.minimum, np.sqrt, np.multiply
+_sqrt, _multiply, _where, _isnan, _logical_or = np.sqrt, np.multiply, np.where, np.isnan, np.logical_or
+_less, _greater, _less_equal, _greater_equal = np.less, np.greater, np.less_equal, np.greater_equal
 # Typed Any: numpy's stubs overload reduce on literal keepdims, which these pass through.
 _add_reduce: Any = np.add.reduce
 _and_reduce: Any = np.logical_and.reduce
@@ -33,12 +45,25 @@ _or_reduce: Any = np.logical_or.reduce
 
 
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
-    """``np.clip`` as ``minimum(maximum(x, min), max)``: the same values, NaN propagating alike."""
+    """``np.clip`` for bounds that are not NaN: the values of ``minimum(maximum(x, min), max)``, a
+    NaN in ``x`` propagating and a bound equal to ``x`` returned (so a signed zero as numpy's
+    ``maximum`` and ``minimum`` give it), by comparisons and ``where`` (see the module's note on
+    AVX-512)."""
     if min is None and max is None:
         return np.array(x, copy=True)
     if min is not None:
-        x = _maximum(x, min)
-    return x if max is None else _minimum(x, max)
+        x = _where(_less_equal(x, min), min, x)
+    return x if max is None else _where(_greater_equal(x, max), max, x)
+
+
+def maximum(x1: Any, x2: Any, /) -> Any:
+    """``np.maximum``'s values (a NaN in either wins; of two equal values, ``x2``) by comparisons."""
+    return _where(_logical_or(_greater(x1, x2), _isnan(x1)), x1, x2)
+
+
+def minimum(x1: Any, x2: Any, /) -> Any:
+    """``np.minimum``'s values (a NaN in either wins; of two equal values, ``x2``) by comparisons."""
+    return _where(_logical_or(_less(x1, x2), _isnan(x1)), x1, x2)
 
 
 def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
@@ -105,6 +130,50 @@ def all_finite(x: Any, /) -> bool:
     if x.size <= SMALL:  # builtins.all: this module's all is numpy's
         return builtins.all(map(math.isfinite, x.ravel().tolist()))
     return builtins.bool(_and_reduce(np.isfinite(x), axis=None))  # this module's bool is numpy's
+
+
+def _one_world(math_fn: Any, numpy_fn: Any) -> Any:
+    """``numpy_fn`` computed by ``math_fn`` value by value for a float64 array of up to
+    :data:`SMALL` values (see the module's note on AVX-512); anything else, or a value ``math``
+    refuses (an overflow, the tangent of infinity), goes to numpy."""
+
+    def fn(x: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or not isinstance(x, np.ndarray) or x.dtype != _F64 or x.size > SMALL:
+            return numpy_fn(x, *args, **kwargs)
+        try:
+            values = list(map(math_fn, x.ravel().tolist()))
+        except (OverflowError, ValueError):
+            return numpy_fn(x)
+        return np.array(values, dtype=_F64).reshape(x.shape)
+
+    fn.__name__ = fn.__qualname__ = numpy_fn.__name__
+    fn.__doc__ = f"``np.{numpy_fn.__name__}``; one world's float64 values by ``math.{math_fn.__name__}``."
+    return fn
+
+
+def _arctan2(x1: Any, x2: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``np.arctan2``; two float64 arrays of one shape and up to :data:`SMALL` values by ``math.atan2``."""
+    if (
+        args
+        or kwargs
+        or not isinstance(x1, np.ndarray)
+        or not isinstance(x2, np.ndarray)
+        or x1.dtype != _F64
+        or x2.dtype != _F64
+        or x1.shape != x2.shape
+        or x1.size > SMALL
+    ):
+        return np.arctan2(x1, x2, *args, **kwargs)
+    values = list(map(math.atan2, x1.ravel().tolist(), x2.ravel().tolist()))
+    return np.array(values, dtype=_F64).reshape(x1.shape)
+
+
+_F64 = np.dtype(np.float64)
+exp = _one_world(math.exp, np.exp)
+tanh = _one_world(math.tanh, np.tanh)
+tan = _one_world(math.tan, np.tan)
+arctan = atan = _one_world(math.atan, np.arctan)
+arctan2 = atan2 = _arctan2
 
 
 def any_true(x: Any, /) -> bool:

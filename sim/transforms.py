@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robolearn.sim import host_xp
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -98,7 +100,7 @@ def quat_from_euler(roll: FloatArray, pitch: FloatArray, yaw: FloatArray) -> Flo
 def yaw_of(quat: FloatArray) -> FloatArray:
     """(n,) heading angle about the world z axis."""
     w, x, y, z = quat[:, 0], quat[:, 1], quat[:, 2], quat[:, 3]
-    return np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return host_xp.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))  # no AVX-512 kernel: host_xp
 
 
 def _hamilton(aw: Any, ax: Any, ay: Any, az: Any, bw: Any, bx: Any, by: Any, bz: Any) -> tuple[Any, ...]:
@@ -128,7 +130,7 @@ def quat_to_rotvec(quat: FloatArray) -> FloatArray:
     """(n, 4) unit quaternions to (n, 3) rotation vectors (axis times angle, angle in [0, pi])."""
     q = np.where(quat[:, :1] < 0, -quat, quat)
     sin_half = np.linalg.norm(q[:, 1:], axis=1)
-    angle = 2.0 * np.arctan2(sin_half, q[:, 0])
+    angle = 2.0 * host_xp.arctan2(sin_half, q[:, 0])
     # angle / sin(angle / 2) tends to 2 / w as the angle vanishes.
-    scale = np.where(sin_half > 1e-12, angle / np.maximum(sin_half, 1e-12), 2.0 / q[:, 0])
+    scale = np.where(sin_half > 1e-12, angle / host_xp.maximum(sin_half, 1e-12), 2.0 / q[:, 0])
     return q[:, 1:] * scale[:, None]

@@ -38,6 +38,24 @@ def test_clip_matches_numpy_including_nan_and_one_sided_bounds() -> None:
     assert host_xp.clip(ints, min=0).dtype == np.clip(ints, 0, None).dtype
 
 
+def test_clip_gives_maximum_and_minimums_bits() -> None:
+    """clip by comparisons (numpy's float64 maximum and minimum run AVX-512 kernels that slow the
+    engine after them) gives exactly what ``minimum(maximum(x, lo), hi)`` gives, bit for bit: signed
+    zeros at a bound, infinities, NaN, values equal to a bound, and numpy's type promotion."""
+    rng = np.random.default_rng(0)
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -0.5, 2.0])
+    x = np.concatenate([special, rng.normal(size=90)]).reshape(10, 10)
+    bounds = [(-1.0, 1.0), (0.0, 1.0), (-0.0, 0.0), (0.0, -0.0), (-np.inf, 0.5)]
+    for lo, hi in bounds:
+        for xx in (x, x.astype(np.float32)):
+            for lo_, hi_ in ((lo, hi), (np.float64(lo), np.float64(hi)), (np.full(10, lo), np.full(10, hi))):
+                got, want = host_xp.clip(xx, lo_, hi_), np.minimum(np.maximum(xx, lo_), hi_)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                assert got.tobytes() == want.tobytes(), (lo_, hi_, xx.dtype)
+    ints = rng.integers(-5, 5, size=20)
+    assert host_xp.clip(ints, -2, 3).tobytes() == np.minimum(np.maximum(ints, -2), 3).tobytes()
+
+
 def test_reshape_matches_numpy() -> None:
     x = np.arange(12.0).reshape(2, 6)
     for shape in ((2, -1), (3, 4), (-1,)):
@@ -136,3 +154,56 @@ def test_rotations_match_the_matrix_and_einsum_bit_for_bit(n: int) -> None:
     q32, v32 = quat.astype(np.float32), vec.astype(np.float32)
     assert quat_rotate_inverse(q32, v32).dtype == np.float32
     assert np.array_equal(quat_rotate_inverse(q32, v32), np.einsum("nji,nj->ni", _reference_matrix(q32), v32))
+
+
+def test_maximum_and_minimum_give_numpys_bits() -> None:
+    """By comparisons and ``where`` (no AVX-512 kernel): numpy's values, NaN in either argument,
+    signed zeros (of two equal values the second), type promotion and broadcasting alike."""
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5])
+    a, b = np.meshgrid(special, special)
+    for x1, x2 in (
+        (a, b),
+        (a.astype(np.float32), b),
+        (a, 0.0),
+        (a, -0.0),
+        (a[:, :1], b),
+        (a, np.float64(np.nan)),
+    ):
+        for ours, theirs in ((host_xp.maximum, np.maximum), (host_xp.minimum, np.minimum)):
+            got, want = ours(x1, x2), theirs(x1, x2)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(np.isnan(got), np.isnan(want))
+            finite = ~np.isnan(want)
+            assert got[finite].tobytes() == want[finite].tobytes(), (ours, x1, x2)
+    ints = np.arange(-3, 4)
+    assert host_xp.maximum(ints, 0).tobytes() == np.maximum(ints, 0).tobytes()
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "tan", "atan", "arctan"])
+def test_one_worlds_transcendentals_are_within_two_ulps_of_numpys(name: str) -> None:
+    """Up to SMALL float64 values go through ``math`` (no AVX-512 kernel): within two ulps of numpy
+    (numpy's SIMD tanh is 2 ulps from the correctly rounded value here), special values exact;
+    float32, complex, large arrays and overflows are numpy's own."""
+    ours, theirs = getattr(host_xp, name), getattr(np, name)
+    x = np.concatenate([np.linspace(-3.0, 3.0, 55), [0.0, -0.0, np.nan, 1e-300, -1e-300, 700.0, -745.0]])
+    x = x.reshape(2, -1)
+    got, want = ours(x), theirs(x)
+    assert got.dtype == want.dtype == np.float64 and got.shape == want.shape
+    np.testing.assert_array_max_ulp(got, want, maxulp=2)
+    assert np.array_equal(np.signbit(got[x == 0]), np.signbit(want[x == 0]))
+    for other in (x.astype(np.float32), np.linspace(-1.0, 1.0, host_xp.SMALL + 1), x + 0j):
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(ours(other), theirs(other))
+    special = np.array([np.inf, -np.inf, 1000.0])  # math refuses tan(inf) and exp(1000): numpy's own
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(ours(special), theirs(special))
+
+
+def test_one_worlds_arctan2_is_within_an_ulp_of_numpys() -> None:
+    y = np.array([[0.0, -0.0, 1.0, -1.0, np.inf, np.nan, 0.3]])
+    x = np.array([[-0.0, -1.0, 0.0, 2.0, np.inf, 1.0, -0.7]])
+    for ours in (host_xp.arctan2, host_xp.atan2):
+        got, want = ours(y, x), np.arctan2(y, x)
+        np.testing.assert_array_max_ulp(got, want, maxulp=1)
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+    np.testing.assert_array_equal(host_xp.atan2(y, 1.0), np.arctan2(y, 1.0))  # broadcast: numpy's own
