@@ -21,7 +21,7 @@ from robolearn.options import (
     check_widths,
 )
 from robolearn.policy.runtime import Runtime
-from robolearn.rl.config import MAX_WORLDS, SACConfig
+from robolearn.rl.config import MAX_WORLDS, SACConfig, check_intervention_gate
 
 SimPart = Literal["ant", "panda", "single", "render", "gpu"]
 SIM_PARTS: tuple[SimPart, ...] = ("ant", "panda", "single", "render", "gpu")
@@ -506,16 +506,7 @@ class FinetuneBenchCfg:
         check_range("--warmup-steps", self.warmup_steps, 0)
         check_range("--intervene-every", self.intervene_every, 1)
         check_step_window("--intervene-steps", self.intervene_steps)
-        check_range(
-            "--intervene-on-disagreement",
-            self.intervene_on_disagreement,
-            0,
-            2,
-            low_open=True,
-            allow_none=True,
-        )
-        check_range("--intervene-patience", self.intervene_patience, 1)
-        check_range("--intervene-hold", self.intervene_hold, 1)
+        check_intervention_gate(self.intervene_on_disagreement, self.intervene_patience, self.intervene_hold)
         check_range("--episodes", self.episodes, 1)
         check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
         check_range("--obs-noise", self.obs_noise, 0, 100)

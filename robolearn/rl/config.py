@@ -36,6 +36,15 @@ from robolearn.tasks.teacher import teacher_task
 MAX_WORLDS = 65_536
 """Most parallel worlds one actor steps; far beyond what one machine simulates in real time."""
 
+
+def check_intervention_gate(disagree: float | None, patience: int, hold: int) -> None:
+    """Refuse a scripted person's disagreement gate (``--intervene-on-disagreement``,
+    ``--intervene-patience``, ``--intervene-hold``) out of range, naming the option."""
+    check_range("--intervene-on-disagreement", disagree, 0, 2, low_open=True, allow_none=True)
+    check_range("--intervene-patience", patience, 1)
+    check_range("--intervene-hold", hold, 1)
+
+
 ParallelMode = Literal["off", "small", "medium", "large"]
 
 
@@ -450,16 +459,7 @@ class TrainCfg:
         check_range("--intervene-every", self.intervene_every, 1)
         check_step_window("--intervene-steps", self.intervene_steps)
         check_range("--intervene-probability", self.intervene_probability, 0, 1)
-        check_range(
-            "--intervene-on-disagreement",
-            self.intervene_on_disagreement,
-            0,
-            2,
-            low_open=True,
-            allow_none=True,
-        )
-        check_range("--intervene-patience", self.intervene_patience, 1)
-        check_range("--intervene-hold", self.intervene_hold, 1)
+        check_intervention_gate(self.intervene_on_disagreement, self.intervene_patience, self.intervene_hold)
         check_range("--reward-threshold", self.reward_threshold, 0, 1, allow_none=True)
         check_range("--random-steps", self.random_steps, 0)
         check_range("--learning-starts", self.learning_starts, 0)
