@@ -20,9 +20,9 @@ Comparisons, ``where``, arithmetic, ``sqrt``, ``sin`` and ``cos`` do not. So her
 ``maximum`` and ``minimum`` are comparisons and ``where``, with numpy's values bit for bit (NaN
 propagating, a signed zero as numpy returns it), and the transcendental functions of a float64
 array of up to :data:`SMALL` values (one world's) are Python's ``math`` ones, value by value:
-correctly rounded, within an ulp of numpy's own, whose SIMD paths already differ from one CPU to
-another. Inside this module ``any``, ``all``, ``sum``, ``max``, ``min``,
-``abs``, ``round``, ``bool`` and ``pow`` are numpy's: Python's are ``builtins.``'s.
+within two ulps of numpy's own (its SIMD tanh is that far from the correctly rounded value), whose
+SIMD paths already differ from one CPU to another. Inside this module ``any``, ``all``, ``sum``,
+``max``, ``min``, ``abs``, ``round``, ``bool`` and ``pow`` are numpy's: Python's are ``builtins.``'s.
 """
 
 from __future__ import annotations
