@@ -755,13 +755,13 @@ def _human_in_the_loop(
         from robolearn.teleop.scripted import InterventionSchedule
 
         schedule = InterventionSchedule(
-            cfg.intervene_steps,
-            cfg.intervene_every,
-            cfg.intervene_probability,
-            seed + world,
-            cfg.intervene_on_disagreement,
-            cfg.intervene_patience,
-            cfg.intervene_hold,
+            steps=cfg.intervene_steps,
+            every=cfg.intervene_every,
+            probability=cfg.intervene_probability,
+            seed=seed + world,
+            disagree=cfg.intervene_on_disagreement,
+            patience=cfg.intervene_patience,
+            hold=cfg.intervene_hold,
         )
         return {"schedule": schedule}
 

@@ -104,6 +104,8 @@ class ScriptedDevice(Device):
         self.task_cfg, self.policy_name, self.schedule = task_cfg, policy, schedule
         self.low = np.asarray(task_cfg.action.low, np.float64)
         self.high = np.asarray(task_cfg.action.high, np.float64)
+        self._half_range = (self.high - self.low) / 2.0
+        """Each action component's half-range: the unit of the disagreement gate's straying."""
         self._act: Callable[[Observation], FloatArray] | None = None
         self.episode, self.step = -1, 0
         self._selected = False
@@ -184,8 +186,7 @@ class ScriptedDevice(Device):
                 "scripted: stepping in on disagreement needs the policy's action before each read "
                 "(Device.watch); this loop gave none"
             )
-        half = (self.high - self.low) / 2.0
-        strays = float(np.mean(np.abs(self._watched - action) / half)) > threshold
+        strays = float(np.mean(np.abs(self._watched - action) / self._half_range)) > threshold
         if self._driven:
             self._driven += 1
             self._streak = self._streak + 1 if not strays and self._driven > hold else 0
