@@ -582,9 +582,14 @@ def test_the_robot_holds_when_its_commands_stop(tmp_path: Path, domain: int) -> 
         try:
             wait_for_matches([*pubs.values(), sub], timeout=120, processes=[robot])
             move = np.array([0.01, 0.0, 0.0, 0.02])  # a displacement each step, the gripper nearly closed
-            for _ in range(5):
+            # Commands every period, at least five and until the robot reports having applied one: a
+            # robot still starting (its first steps, on a loaded machine) has not yet read any.
+            sent, deadline = 0, time.monotonic() + 60
+            while sent < 5 or not any(np.allclose(a, move) for _, a in list(applied)):
+                assert time.monotonic() < deadline, f"the robot applied none of {sent} commands in 60 s"
                 for role, m in codec.encode(move, time.time()).items():
                     pubs[role].publish(m)
+                sent += 1
                 time.sleep(period)
             silent = time.time()  # no command is sent after this
             # A second on: no command sent before ``silent`` can still be on its way, however loaded.
