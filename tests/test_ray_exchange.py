@@ -21,7 +21,15 @@ import pytest
 
 from robolearn.rl.actor_learner import EpisodeStats, Transitions
 from robolearn.rl.config import SACConfig, TrainCfg
-from robolearn.rl.ray_exchange import NAMESPACE, ExchangeHub, RayError, RaySettings, connect, import_ray
+from robolearn.rl.ray_exchange import (
+    NAMESPACE,
+    WORKER_NICENESS,
+    ExchangeHub,
+    RayError,
+    RaySettings,
+    connect,
+    import_ray,
+)
 from robolearn.rl.replay import Batch
 
 # Ray clusters and actor processes under timeouts: run alone on the machine (scripts/check).
@@ -125,6 +133,7 @@ def local_cluster() -> Iterator[Any]:
         log_to_driver=False,
         resources={"robot": 1},
         runtime_env={"env_vars": {"ROS_DOMAIN_ID": str(ROBOT_DOMAIN)}},
+        _system_config=WORKER_NICENESS,  # as robolearn's own local cluster
     )
     yield ray
     ray.shutdown()
@@ -221,7 +230,12 @@ def test_two_actor_processes_feed_the_learner_survive_a_kill_and_a_lost_exchange
     killed: list[int] = []
     hub_lost: list[bool] = []
 
+    nice: list[int] = []
+
     def progress(state: Any, live: dict[str, float]) -> None:
+        if not nice:
+            first = ray.get_actor("exchange/ray-run/actor-0", namespace=NAMESPACE)
+            nice.append(ray.get(first.niceness.remote(), timeout=30))
         if not killed and state.env_steps >= 200:
             victim = ray.get_actor("exchange/ray-run/actor-1", namespace=NAMESPACE)
             killed.append(ray.get(victim.pid.remote(), timeout=30))
@@ -244,6 +258,8 @@ def test_two_actor_processes_feed_the_learner_survive_a_kill_and_a_lost_exchange
 
     summary = train(cfg, progress)
     assert killed and hub_lost, "the run ended before an actor and the hub could be killed"
+    # Ray's default niceness (15) would starve the actors beside the learner on a loaded machine.
+    assert nice == [0]
     assert summary["env_steps"] >= 2_900
     actors = summary["actors"]
     assert actors["actors"] == 2 and actors["per_actor"][1]["restarts"] == 1, actors
