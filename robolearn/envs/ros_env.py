@@ -315,7 +315,10 @@ class RosRobotEnv:
             with self._lock:
                 answered = self._ready == request
                 fresh = self.stamps["task_state"] >= sent_at and int(self.view.step_count[0]) == 0
-            if answered and fresh:
+                estop = self._estop
+            # An answer that comes with the e-stop latched is not taken: the reset starts over once
+            # it is released (above), since a robot stopped at its pose may not hold it.
+            if answered and fresh and not estop:
                 break
             if time.monotonic() > deadline:
                 what = (
