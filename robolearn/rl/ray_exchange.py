@@ -303,15 +303,6 @@ class ActorProcess:
         seed: int,
         max_env_steps: int,
     ) -> None:
-        if (nice := os.getpriority(os.PRIO_PROCESS, 0)) > 0:
-            # Said where the robot's actor runs: at a high niceness it loses the CPU to any busy
-            # process beside it and misses its control period.
-            log.warning(
-                "%s runs at niceness %d (Ray's default for its workers): start Ray on this machine with "
-                "RAY_worker_niceness=0 (docs/distributed.md)",
-                sender,
-                nice,
-            )
         self.exchange = RayExchange(hub, settings, sender=sender)
         self.role = factory(self.exchange, seed)
         self.max_env_steps = max_env_steps
@@ -370,6 +361,9 @@ class ActorSlot:
     finished: bool = False
     env_steps: int = 0
     deaths: list[str] = field(default_factory=list)
+    niceness: int | None = None
+    """The process's niceness, once it has answered (see :data:`WORKER_NICENESS`)."""
+    niceness_ref: Any = None
 
 
 class RayActors:
@@ -452,11 +446,37 @@ class RayActors:
                     ) from None
                 time.sleep(0.2)
         slot.run_ref = slot.handle.run.remote()
+        # Answered once the process is built, beside run() (max_concurrency=2); read by supervise().
+        slot.niceness_ref = slot.handle.niceness.remote()
+
+    def _check_niceness(self, slot: ActorSlot) -> None:
+        """Read ``slot``'s niceness once it has answered; say so here, where the person running the
+        learner sees it, when Ray runs the process at a high one."""
+        if slot.niceness_ref is None or not self.ray.wait([slot.niceness_ref], timeout=0)[0]:
+            return
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        ref, slot.niceness_ref = slot.niceness_ref, None
+        try:
+            slot.niceness = int(self.ray.get(ref, timeout=self.settings.call_timeout))
+        except (GetTimeoutError, RayActorError):  # died meanwhile: supervise() restarts and reports it
+            return
+        if slot.niceness > 0:
+            who = "the robot's actor" if slot.robot else f"actor {slot.index}"
+            log.warning(
+                "%s runs at niceness %d (Ray's default for its workers): it loses the CPU to any busy "
+                "process beside it; start Ray there with RAY_worker_niceness=0 (docs/distributed.md)",
+                who,
+                slot.niceness,
+            )
 
     def supervise(self) -> list[int]:
-        """Restart the actors whose process died; returns their indices (logged and counted)."""
+        """Restart the actors whose process died; returns their indices (logged and counted). Also
+        reads each new process's niceness (:meth:`_check_niceness`)."""
         from ray.exceptions import RayActorError, RayTaskError
 
+        for slot in self.slots:
+            self._check_niceness(slot)
         live = [s for s in self.slots if not s.finished]
         if not live:
             return []
@@ -500,7 +520,13 @@ class RayActors:
             "actors": len(self.slots),
             "restarts": sum(s.restarts for s in self.slots),
             "per_actor": [
-                {"index": s.index, "robot": s.robot, "restarts": s.restarts, "deaths": s.deaths}
+                {
+                    "index": s.index,
+                    "robot": s.robot,
+                    "restarts": s.restarts,
+                    "deaths": s.deaths,
+                    "niceness": s.niceness,
+                }
                 for s in self.slots
             ],
         }
