@@ -44,9 +44,10 @@ NAMESPACE = "robolearn"
 
 WORKER_NICENESS = {"worker_niceness": 0}
 """Ray's system setting for the processes it starts. Ray's default, 15, leaves an actor next to any
-busy process of ordinary priority (the learner, the robot's drivers) about 3 % of a core: measured,
-the run's exchange took 67 s to start and the robot's actor missed its control period. A cluster
-started with ``ray start`` takes the same from ``RAY_worker_niceness=0`` in its environment."""
+busy process of ordinary priority (the learner, the robot's drivers) about 3 % of a core: measured
+on a loaded 2-core machine, a run's exchange took 67 s to start, where a robot's actor has a control
+period to keep. A cluster started with ``ray start`` takes the same from ``RAY_worker_niceness=0`` in
+its environment."""
 
 
 class RayError(RobolearnError):
