@@ -78,6 +78,39 @@ def test_the_goal_needs_a_gap_the_goal_in_budget_and_a_clear_lead_over_scratch()
     assert not goal_check(cfg, met, 25.0)["goal_met"]
     close = goal_check(cfg, met | {"scratch": _evaluated(0.85)}, 12.0)
     assert not close["well_above_scratch"] and not close["goal_met"]
+    # Recipes compared without a run from scratch: the comparison is unknown, so the goal is not met.
+    alone = goal_check(
+        cfg,
+        {"zero-shot": _evaluated(0.4), "finetuned-fresh-critics": _evaluated(1.0)},
+        12.0,
+        "finetuned-fresh-critics",
+    )
+    assert alone["well_above_scratch"] is None and alone["finetuned_reaches_goal"] and not alone["goal_met"]
+
+
+def test_each_recipe_is_a_robot_run_with_its_own_train_options() -> None:
+    from robolearn.bench.finetune import recipe_options, run_name
+    from robolearn.rl.config import TrainCfg
+
+    cfg = FinetuneBenchCfg(recipes=("wsrl", "sim_share", "fresh_critics"), sim_share=0.3, actor_hold=700)
+    cfg.check()
+    assert [run_name(r) for r in cfg.recipes] == [
+        "finetuned",
+        "finetuned-sim-share",
+        "finetuned-fresh-critics",
+    ]
+    assert recipe_options(cfg, "wsrl") == {}
+    train = TrainCfg(task="panda_pick_cube", init_from=Path("run"), **recipe_options(cfg, "fresh_critics"))
+    assert (train.init_critics, train.init_actor_hold, train.init_sim_share) == ("fresh", 700, 0.0)
+    assert TrainCfg(task="panda_pick_cube", **recipe_options(cfg, "sim_share")).init_sim_share == 0.3
+    for bad, match in (
+        ({"recipes": ()}, "--recipes: name wsrl"),
+        ({"recipes": ("wsrl", "wsrl")}, "--recipes: name wsrl"),
+        ({"sim_share": 1.0}, "--sim-share"),
+        ({"actor_hold": -1}, "--actor-hold"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            FinetuneBenchCfg(**bad).check()  # type: ignore[arg-type]
 
 
 def test_a_pretrained_run_poor_in_simulation_is_said_to_be() -> None:

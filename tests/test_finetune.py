@@ -66,6 +66,41 @@ def test_the_simulation_buffer_can_be_kept_at_a_share(tmp_path: Path, pretrained
     assert summary["env_steps"] >= 150
 
 
+@pytest.mark.parametrize("hold", [1_000, 20])
+def test_fresh_critics_learn_under_the_pretrained_actor_held_for_its_steps(
+    tmp_path: Path, pretrained: dict[str, object], hold: int
+) -> None:
+    """``--init-critics fresh``: the pretrained actor and temperature, new critics, and no actor step
+    before ``init_actor_hold`` critic steps (101 here: 300 steps, the first 200 the warm-up)."""
+    import torch
+
+    from robolearn.rl.checkpoint import load_checkpoint
+    from robolearn.rl.config import OfflineConfig
+
+    summary = train(
+        _cfg(
+            tmp_path,
+            name="fresh",
+            steps=300,
+            init_from=Path(str(pretrained["run_dir"])),
+            init_critics="fresh",
+            init_actor_hold=hold,
+            offline_cfg=OfflineConfig(warmup_steps=200),
+        )
+    )
+    assert summary["updates"] == 101
+    before = load_checkpoint(Path(str(pretrained["run_dir"]))).tensors
+    after = load_checkpoint(Path(summary["run_dir"])).tensors
+
+    def same(prefix: str) -> bool:
+        keys = [k for k in before if k.startswith(prefix)]
+        return bool(keys) and all(torch.equal(before[k], after[k]) for k in keys)
+
+    assert not same("critic.") and not same("target_critic.")  # new ones, not the pretrained run's
+    assert same("actor.") == (hold > 101)
+    assert same("log_alpha") == (hold > 101)
+
+
 def test_init_from_refuses_another_task_and_contradicting_options(
     tmp_path: Path, pretrained: dict[str, object]
 ) -> None:
@@ -73,6 +108,10 @@ def test_init_from_refuses_another_task_and_contradicting_options(
         train(_cfg(tmp_path, task="panda_reach", init_from=Path(str(pretrained["run_dir"]))))
     with pytest.raises(ConfigError, match="needs --init-from"):
         _cfg(tmp_path, init_sim_share=0.5).check()
+    with pytest.raises(ConfigError, match=r"--init-critics fresh .* needs --init-from"):
+        _cfg(tmp_path, init_critics="fresh").check()
+    with pytest.raises(ConfigError, match="--init-actor-hold"):
+        _cfg(tmp_path, init_actor_hold=-1).check()
 
 
 def test_on_a_robot_success_is_judged_on_episodes_nobody_drove() -> None:

@@ -32,6 +32,7 @@ Embodiment = Literal["arm", "drone", "car", "arm_pixels"]
 LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels"]
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels")
 GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
+FinetuneRecipe = Literal["wsrl", "sim_share", "fresh_critics"]
 GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 GymLearner = Literal["robolearn", "sb3"]
@@ -454,6 +455,18 @@ class FinetuneBenchCfg:
     """Training episodes without interventions that judge the early stop."""
     warmup_steps: int = 500
     """WSRL warm-up: robot steps collected with the frozen pretrained policy before updates start."""
+    recipes: tuple[FinetuneRecipe, ...] = ("wsrl",)
+    """Fine-tuning recipes, each a robot run from the pretrained policy with its own row (the first
+    gives ``finetuned_success``): ``wsrl``, its actor and critics on the robot's data only after
+    the warm-up; ``sim_share``, the same keeping its simulation buffer at ``sim_share`` of every batch;
+    ``fresh_critics``, its actor with new critics, the actor held for ``actor_hold`` critic steps."""
+    sim_share: float = 0.25
+    """The ``sim_share`` recipe's share of simulation data in every batch (``--init-sim-share``)."""
+    actor_hold: int = 3_000
+    """The ``fresh_critics`` recipe's critic steps before the actor trains (``--init-actor-hold``)."""
+    scratch: bool = True
+    """Train from scratch on the robot too, the goal's comparison (off: compare recipes only; the
+    summary's ``scratch_success`` and ``well_above_scratch`` are then null)."""
     learner_variant: Variant | None = None
     """Learner of the MuJoCo pretraining made here and of the run from scratch, as ``bench learn``'s
     variants (``VARIANTS``; None: SAC's defaults); the fine-tuned run takes its pretrained run's."""
@@ -504,6 +517,12 @@ class FinetuneBenchCfg:
         check_range("--zero-shot-below", self.zero_shot_below, 0, 1, low_open=True)
         check_range("--stop-episodes", self.stop_episodes, 1, 1_000)
         check_range("--warmup-steps", self.warmup_steps, 0)
+        if not self.recipes or len(set(self.recipes)) != len(self.recipes):
+            raise ConfigError(
+                f"--recipes: name wsrl, sim_share and/or fresh_critics, each once; got {list(self.recipes)}"
+            )
+        check_range("--sim-share", self.sim_share, 0, 1, low_open=True, high_open=True)
+        check_range("--actor-hold", self.actor_hold, 0)
         check_range("--intervene-every", self.intervene_every, 1)
         check_step_window("--intervene-steps", self.intervene_steps)
         check_intervention_gate(self.intervene_on_disagreement, self.intervene_patience, self.intervene_hold)

@@ -94,9 +94,7 @@ class Loaded:
     def optimizer_state(self) -> dict[str, Any]:
         # weights_only: tensors and plain containers only, never arbitrary objects.
         try:
-            result: dict[str, Any] = torch.load(
-                self.path / OPTIMIZER, weights_only=True, map_location="cpu"
-            )
+            result: dict[str, Any] = torch.load(self.path / OPTIMIZER, weights_only=True, map_location="cpu")
         except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CorruptFileError(f"checkpoint {self.path}: optimizer.pt refused ({first})") from None
@@ -117,8 +115,10 @@ def load_checkpoint(path: Path) -> Loaded:
     return Loaded(ckpt, tensors, state, manifest)
 
 
-def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded) -> None:
-    """Put a checkpoint's weights, optimizer state, normalizer and torch RNG into place."""
+def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded, critics: bool = True) -> None:
+    """Put a checkpoint's weights, optimizer state, normalizer and torch RNG into place; without
+    ``critics``, the agent's continuous critics and their optimizer stay as they are (the gripper's
+    critic is the gripper's policy, part of the actor)."""
     t = loaded.tensors
 
     def part(prefix: str) -> dict[str, torch.Tensor]:
@@ -126,13 +126,14 @@ def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded) -> None:
 
     try:
         agent.actor.load_state_dict(part("actor."))
-        agent.critic.load_state_dict(part("critic."))
-        agent.target_critic.load_state_dict(part("target_critic."))
+        if critics:
+            agent.critic.load_state_dict(part("critic."))
+            agent.target_critic.load_state_dict(part("target_critic."))
         if agent.gripper_target is not None:
             agent.gripper_target.load_state_dict(part("gripper_target."))
         with torch.no_grad():
             agent.log_alpha.copy_(t["log_alpha"])
-        agent.load_optimizer_state(loaded.optimizer_state())
+        agent.load_optimizer_state(loaded.optimizer_state(), critics=critics)
     except (RuntimeError, KeyError) as exc:
         raise CorruptFileError(
             f"checkpoint {loaded.path} does not fit this configuration: {str(exc).splitlines()[0]}"

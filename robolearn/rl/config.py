@@ -109,6 +109,10 @@ class SACConfig:
     actor_every: int = 1
     """Updates per actor and temperature step: the policy delay (TD3's 2, CrossQ's 3). An update is
     ``utd_ratio`` critic steps, so with utd_ratio 1 the actor learns at every k-th critic step."""
+    actor_starts: int = 0
+    """Critic steps before the actor's (and the temperature's) first step: a fresh critic under a
+    pretrained actor (``robolearn train --init-critics fresh``) would turn the actor by an untrained
+    critic's gradients."""
     gamma: float = 0.99
     """Discount."""
     tau: float = 0.005
@@ -194,6 +198,7 @@ class SACConfig:
         check_range("--sac.utd-ratio", self.utd_ratio, 1)
         check_range("--sac.adam-beta1", self.adam_beta1, 0, 1, high_open=True)
         check_range("--sac.actor-every", self.actor_every, 1, 1_000)
+        check_range("--sac.actor-starts", self.actor_starts, 0)
         check_range("--sac.init-temperature", self.init_temperature, 0, low_open=True)
         check_range("--sac.demo-fraction", self.demo_fraction, 0, 1, high_open=True)
         check_range("--sac.hl-gauss-bins", self.hl_gauss_bins, 2, 10_000)
@@ -406,6 +411,13 @@ class TrainCfg:
     init_sim_share: float = 0.0
     """With ``--init-from``: share of every batch drawn from that run's replay buffer (its simulation
     data); 0 is WSRL's recipe, the new data only."""
+    init_critics: Literal["pretrained", "fresh"] = "pretrained"
+    """With ``--init-from``: take that run's critics (WSRL), or only its actor, temperature and
+    normalization with new critics, which learn the robot's values alone for ``init_actor_hold`` critic
+    steps before the actor trains again (critics fitted to the simulation may value what fails on the
+    robot)."""
+    init_actor_hold: int = 3_000
+    """With ``--init-critics fresh``: critic steps on robot data before the actor's first step."""
 
     @property
     def device_loop(self) -> bool:
@@ -479,6 +491,11 @@ class TrainCfg:
         if self.init_from is not None and self.offline:
             raise ConfigError(
                 "--init-from and --offline are two ways to start from a pretrained policy; use one"
+            )
+        check_range("--init-actor-hold", self.init_actor_hold, 0)
+        if self.init_critics == "fresh" and self.init_from is None:
+            raise ConfigError(
+                "--init-critics fresh takes the actor of a pretrained run: it needs --init-from RUN"
             )
         if self.init_sim_share > 0 and self.init_from is None:
             raise ConfigError("--init-sim-share keeps the --init-from run's buffer: it needs --init-from RUN")

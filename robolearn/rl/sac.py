@@ -343,12 +343,15 @@ class SAC(nn.Module):
             state["gripper"] = self.gripper.opt.state_dict()
         return state
 
-    def load_optimizer_state(self, state: dict[str, dict[str, object]]) -> None:
+    def load_optimizer_state(self, state: dict[str, dict[str, object]], critics: bool = True) -> None:
+        """Every optimizer's state, or without ``critics`` all but the continuous critics' (the gripper's
+        critic is the gripper's policy: it stays with the actor)."""
         if (self.gripper is not None) != ("gripper" in state):
             raise KeyError("gripper critic optimizer state (saved with and loaded without it, or back)")
         self.actor_opt.load_state_dict(state["actor"])
-        self.critic_opt.load_state_dict(state["critic"])
         self.alpha_opt.load_state_dict(state["alpha"])
+        if critics:
+            self.critic_opt.load_state_dict(state["critic"])
         if self.gripper is not None:
             self.gripper.opt.load_state_dict(state["gripper"])
 
@@ -491,7 +494,11 @@ class SAC(nn.Module):
 
     def scheduled_actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """An update's actor step: :meth:`actor_step` at every ``actor_every``-th update (the policy
-        delay), else the last one's metrics."""
+        delay), else the last one's metrics; none before ``actor_starts`` critic steps."""
+        if self.updates < self.cfg.actor_starts:  # the actor held: its loss for the log only
+            with torch.no_grad(), self.autocast():
+                actor_loss, _, logp = self._actor_loss_fn(obs)
+            return actor_loss, self.log_alpha.detach().exp(), -logp.mean()
         if self._actor_metrics is None or self._update_calls % self.cfg.actor_every == 0:
             self._actor_metrics = self.actor_step(obs)
         self._update_calls += 1

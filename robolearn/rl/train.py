@@ -683,8 +683,9 @@ def _pretrain(
 
 
 def _with_init_run(cfg: TrainCfg) -> TrainCfg:
-    """``cfg`` with the ``--init-from`` run's learner hyperparameters (its networks' shapes), and its
-    buffer's share of every batch as the demonstration fraction."""
+    """``cfg`` with the ``--init-from`` run's learner hyperparameters (its networks' shapes), its
+    buffer's share of every batch as the demonstration fraction, and with fresh critics the actor
+    held until they have learned."""
     assert cfg.init_from is not None
     init = _load_run_cfg(cfg.init_from, None)
     if init.task != cfg.task:
@@ -692,6 +693,8 @@ def _with_init_run(cfg: TrainCfg) -> TrainCfg:
     sac = init.sac
     if cfg.init_sim_share > 0:
         sac = dataclasses.replace(sac, demo_fraction=cfg.init_sim_share)
+    if cfg.init_critics == "fresh":
+        sac = dataclasses.replace(sac, actor_starts=cfg.init_actor_hold)
     return dataclasses.replace(cfg, sac=sac)
 
 
@@ -702,9 +705,12 @@ def _init_from(
     that run's replay buffer with ``--init-sim-share``, else ``demos`` unchanged."""
     assert cfg.init_from is not None
     loaded = load_checkpoint(cfg.init_from)
-    restore_agent(agent, obs_norm, loaded)
+    restore_agent(agent, obs_norm, loaded, critics=cfg.init_critics == "pretrained")
     torch.manual_seed(cfg.seed)  # this run's own random stream, not the pretrained run's
-    log.info("starting from %s (%s)", loaded.path, "WSRL" if cfg.init_sim_share == 0 else "with its buffer")
+    recipe = "WSRL" if cfg.init_sim_share == 0 else "with its buffer"
+    if cfg.init_critics == "fresh":
+        recipe += f", fresh critics, the actor held for {cfg.init_actor_hold:,} critic steps"
+    log.info("starting from %s (%s)", loaded.path, recipe)
     if cfg.init_sim_share == 0:
         return demos
     sim = loaded.replay("online")
