@@ -154,19 +154,24 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
         intervene_hold=5,
         robot_minutes=0.1,
         warmup_steps=100,
+        recipes=("wsrl", "fresh_critics"),
+        actor_hold=50,
         episodes=2,
         work_dir=tmp_path,
     )
     said: list[str] = []
     rows, summary = run_finetune_bench(cfg, said.append)
     # The long runs (pretraining, each robot run) show their progress.
-    for run in ("pretrained-arm", "finetuned", "scratch"):
+    for run in ("pretrained-arm", "finetuned", "finetuned-fresh-critics", "scratch"):
         assert any(line.startswith(f"{run}: ") and " steps, " in line for line in said), (run, said)
     for key in ("zero_shot_success", "finetuned_success", "scratch_success", "robot_minutes", "goal_met"):
         assert key in summary
+    assert set(summary["finetuned_success_by_recipe"]) == {"wsrl", "fresh_critics"}
     assert 0 < summary["finetuned_minutes"] <= 0.1 + 1e-9
-    assert [r["policy"] for r in rows] == ["zero-shot", "finetuned", "scratch"]
+    assert [r["policy"] for r in rows] == ["zero-shot", "finetuned", "finetuned-fresh-critics", "scratch"]
     assert rows[1]["robot_steps"] >= 300 and "finetuned" in format_finetune_table(rows)
+    fresh = json.loads((tmp_path / "arm" / "finetuned-fresh-critics" / "config.json").read_text())
+    assert (fresh["init_critics"], fresh["sac"]["actor_starts"]) == ("fresh", 50)
     # Calibration: zero-shot only, one row per gap strength, from the run pretrained above.
     pretrained = next(tmp_path.glob("arm/pretrained-arm*"))
     assert json.loads((pretrained / "config.json").read_text())["rate_limits"] is True
