@@ -88,6 +88,15 @@ def test_the_goal_needs_a_gap_the_goal_in_budget_and_a_clear_lead_over_scratch()
     assert alone["well_above_scratch"] is None and alone["finetuned_reaches_goal"] and not alone["goal_met"]
 
 
+def test_each_row_carries_the_success_and_its_95_percent_interval() -> None:
+    from robolearn.bench.finetune import _row, format_finetune_table
+
+    row = _row("arm", "zero-shot", _evaluated(0.45, 40), None, 0.0)
+    low, high = row["interval"]
+    assert 0.30 < low < 0.45 < high < 0.61  # Wilson's interval of 18 in 40
+    assert f"{low:.2f}-{high:.2f}" in format_finetune_table([row])
+
+
 def test_each_recipe_is_a_robot_run_with_its_own_train_options() -> None:
     from robolearn.bench.finetune import recipe_options, run_name
     from robolearn.rl.config import TrainCfg

@@ -44,7 +44,7 @@ from robolearn.bench.config import FinetuneBenchCfg, FinetuneRecipe, TransferBen
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.bench.transfer import ros_pybullet_success
 from robolearn.errors import ConfigError
-from robolearn.eval.stats import difference_of_proportions_ci
+from robolearn.eval.stats import difference_of_proportions_ci, wilson_interval
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.sim_params import IdentifiedParam, SimParams, save_sim_params
@@ -373,6 +373,7 @@ def _embodiment(
         | {"strength": cfg.gap_strength}
         | gap,
         f"overruns{x}": {r["policy"]: r["overruns"] for r in rows if r["overruns"] is not None},
+        f"success_interval{x}": {r["policy"]: list(r["interval"]) for r in rows},
     }
     summary |= {f"{k}{x}": v for k, v in goal.items()}
     return rows, summary
@@ -448,6 +449,8 @@ def _row(
         "embodiment": embodiment,
         "policy": name,
         "success": evaluated["success_rate"],
+        # Wilson's 95 % interval: the robot's evaluations scatter between runs (docs/ros.md).
+        "interval": wilson_interval(*_count(evaluated)),
         "episodes": evaluated["episodes"],
         "robot_steps": steps,
         # The person's share of the robot's steps: what the policy was taught by, beside its own tries.
@@ -461,6 +464,7 @@ COLUMNS = (
     ("embodiment", "embodiment"),
     ("policy", "policy"),
     ("success", "success on the gapped robot"),
+    ("interval", "95 % interval"),
     ("episodes", "episodes"),
     ("robot_steps", "robot steps trained"),
     ("person_share", "person's share of them"),
@@ -472,6 +476,8 @@ COLUMNS = (
 def _cell(key: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, tuple):
+        return "-".join(f"{v:.2f}" for v in value)
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
