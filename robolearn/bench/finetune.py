@@ -132,7 +132,11 @@ def _robot_success(
 
     policy = export_policy(run_dir, folder / f"{name}-policy", force=True)
     transfer = TransferBenchCfg(
-        episodes=cfg.episodes, obs_latency_ms=cfg.obs_latency_ms, obs_noise=cfg.obs_noise, seed=cfg.seed
+        episodes=cfg.episodes,
+        obs_latency_ms=cfg.obs_latency_ms,
+        obs_noise=cfg.obs_noise,
+        seed=cfg.seed,
+        policy_trigger=cfg.policy_trigger,
     )
     sub = folder / name
     sub.mkdir(parents=True, exist_ok=True)
@@ -427,6 +431,7 @@ def run_finetune_bench(
         "sim_share": cfg.sim_share,
         "actor_hold": cfg.actor_hold,
         "warmup_steps": cfg.warmup_steps,
+        "policy_trigger": cfg.policy_trigger,
         "intervene_every": cfg.intervene_every,
         "intervene_steps": list(cfg.intervene_steps),
         "intervene_on_disagreement": cfg.intervene_on_disagreement,

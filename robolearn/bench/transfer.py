@@ -152,7 +152,11 @@ def ros_pybullet_success(
     # three times that has failed.
     step_s = LOCKSTEP_STEP_S if in_lockstep else task_cfg.control_dt
     timeout = 120.0 + 3.0 * cfg.episodes * task_cfg.episode_length * step_s
-    policy_params: dict[str, object] = {"policy": policy, "priority": cfg.priority}
+    policy_params: dict[str, object] = {
+        "policy": policy,
+        "priority": cfg.priority,
+        "trigger": cfg.policy_trigger,
+    }
     robot_mode: dict[str, object] = {}
     if in_lockstep:
         policy_params |= {"trigger": "observation", "watchdog_timeout": LOCKSTEP_WATCHDOG_S}
