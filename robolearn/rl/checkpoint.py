@@ -94,7 +94,9 @@ class Loaded:
     def optimizer_state(self) -> dict[str, Any]:
         # weights_only: tensors and plain containers only, never arbitrary objects.
         try:
-            result: dict[str, Any] = torch.load(self.path / OPTIMIZER, weights_only=True, map_location="cpu")
+            result: dict[str, Any] = torch.load(
+                self.path / OPTIMIZER, weights_only=True, map_location="cpu"
+            )
         except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CorruptFileError(f"checkpoint {self.path}: optimizer.pt refused ({first})") from None
