@@ -4,6 +4,7 @@ pauses training; a robot that never answers a reset and a topic that never arriv
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -214,6 +215,30 @@ def test_the_operator_confirms_a_scene_reset_on_the_device_before_the_next_episo
         env.close()
 
 
+def test_the_observation_trigger_observes_each_robot_step_once(robot: subprocess.Popen[str]) -> None:
+    """``trigger`` ``observation``: each step's observation is the robot's next sample, taken as it
+    arrives. (Measured with three busy processes on two cores: the timer's clock, at a phase of its
+    own against the robot's, saw 1-5 samples twice in 40 steps in each of three runs, its observations
+    5.5 ms old at the median; on samples none twice, 0.7 ms.)"""
+    env = RosRobotEnv(TASK, RosRobotCfg(connect_timeout=60.0, reset_timeout=30.0, trigger="observation"))
+    steps = 40
+    try:
+        env.reset(seed=0)
+        neutral = np.asarray(env.cfg.action.neutral, np.float32)[None]
+        seen = [int(env.view.step_count[0])]
+        for _ in range(steps):
+            env.step(neutral)
+            seen.append(int(env.view.step_count[0]))
+        report = env.report()
+    finally:
+        env.close()
+    assert seen[0] == 0 and all(b > a for a, b in itertools.pairwise(seen)), seen
+    assert report["repeated_samples"] == 0 and report["estop_pauses"] == report["stale_pauses"] == 0, report
+    # Whatever a loaded machine made the actor miss is counted, not hidden.
+    assert seen[-1] == steps + report["skipped_samples"], (seen, report)
+    assert report["observation_age_ms"]["p50"] < 0.25 * env.period * 1000, report
+
+
 def test_an_estop_during_a_reset_pauses_it_and_asks_again(robot: subprocess.Popen[str]) -> None:
     """An e-stop latched while the robot goes to its reset pose or while the operator resets the
     scene pauses the reset (counted like a pause in an episode); the interrupted reset is asked for
@@ -279,6 +304,8 @@ def test_an_operator_reset_needs_a_device() -> None:
         TrainCfg(task=TASK, num_envs=1, robot="ros", robot_reset="operator").check()
     with pytest.raises(ConfigError, match="--robot-reset operator needs --robot ros"):
         TrainCfg(task=TASK, robot_reset="operator").check()
+    with pytest.raises(ConfigError, match="--robot-trigger observation needs --robot ros"):
+        TrainCfg(task=TASK, robot_trigger="observation").check()
 
 
 def test_a_robot_that_never_answers_a_reset_is_a_one_line_error(domain: int) -> None:

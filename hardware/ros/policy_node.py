@@ -53,6 +53,7 @@ from typing import Any, cast
 import numpy as np
 
 from robolearn.hardware.registry import load_safety_config, safety_robot
+from robolearn.hardware.ros import TRIGGERS
 from robolearn.hardware.ros._rclpy import (
     RosParameterError,
     command_qos,
@@ -75,7 +76,6 @@ from robolearn.tasks import make_task_cfg
 
 log = logging.getLogger(__name__)
 
-TRIGGERS = ("timer", "observation")
 SAFETY_REPORT_PERIOD = 0.5
 """Seconds between messages on ``safety``."""
 MISSING_SOURCE_GRACE = 1.0

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robolearn.errors import ConfigError
+from robolearn.hardware.ros import Trigger
 from robolearn.options import (
     check_output_dir,
     check_range,
@@ -33,8 +34,6 @@ LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu"
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels")
 GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
 FinetuneRecipe = Literal["wsrl", "sim_share", "fresh_critics"]
-PolicyTrigger = Literal["timer", "observation"]
-"""When ``policy_node`` acts (its ``trigger`` parameter, docs/ros.md)."""
 GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 GymLearner = Literal["robolearn", "sb3"]
@@ -356,7 +355,7 @@ class TransferBenchCfg:
     """DAgger rounds for a policy distilled here."""
     priority: int = 0
     """SCHED_FIFO priority of the policy node (0: the normal scheduler)."""
-    policy_trigger: PolicyTrigger = "timer"
+    policy_trigger: Trigger = "timer"
     """When ``policy_node`` acts in real time: on its own ``rate_hz`` timer (its phase against the
     robot's clock is whatever the start gave), or on every complete sample (``trigger``)."""
     seed: int = 0
@@ -492,7 +491,7 @@ class FinetuneBenchCfg:
     """Scripted person, with ``intervene_on_disagreement``: steps it drives at least each time."""
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
-    policy_trigger: PolicyTrigger = "observation"
+    policy_trigger: Trigger = "observation"
     """When ``policy_node`` acts in the evaluations: on every complete sample (the same delay in every
     run), or on its timer, at a phase against the robot's clock that each start draws anew and that
     persists through the run (the same zero-shot policy evaluated 0.15 to 0.525 in 40 episodes,

@@ -213,6 +213,7 @@ def _train_on_robot(
         out=folder,
         name=name,
         robot="ros",
+        robot_trigger=cfg.policy_trigger,  # trained as it is evaluated
         hil=True,
         device="scripted",
         intervene_every=cfg.intervene_every,

@@ -73,7 +73,9 @@ def _refused_pixel_options(cmd: TrainCfg) -> dict[str, bool]:
             "ray_robot_resource",
             "sim_actors",
         ),
-        "--robot ros": given("robot", "robot_safety", "robot_timeout", "reset_timeout", "robot_reset"),
+        "--robot ros": given(
+            "robot", "robot_safety", "robot_timeout", "reset_timeout", "robot_reset", "robot_trigger"
+        ),
         "--offline, --offline-steps, --online-steps, --offline-algo, --online-mode": given(
             "offline", "offline_steps", "online_steps", "offline_algo", "online_mode"
         ),

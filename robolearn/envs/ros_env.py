@@ -23,8 +23,13 @@ real time at the task's control rate:
   reset on a real robot) the robot then holds its reset pose, no command sent, until the operator
   has reset the scene and confirmed it on the device (``RESET_DONE``); the wait is logged, counted
   and timed in :meth:`report`, never an error (a person may take a while);
-- control-period overruns (a step that began after its deadline, or whose command went out late)
-  are counted in :meth:`report`, which the run's summary carries.
+- timing: with ``trigger`` ``timer`` a step's observation is taken at the next tick of the
+  environment's own clock at the control rate; with ``observation`` as soon as the robot's next
+  complete sample arrives (every required topic stamped alike, newer than the last observation's),
+  as ``policy_node``'s trigger: the loop's delay is then the robot's, not a phase each run draws
+  against the robot's clock. Control-period overruns (a step that began after its deadline, or
+  whose command went out late) are counted in :meth:`report`, which the run's summary carries, with
+  the robot's samples the actor's observations skipped or repeated.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from gymnasium.vector import AutoresetMode
 
 from robolearn.errors import RobolearnError
 from robolearn.hardware.registry import load_safety_config, safety_robot
+from robolearn.hardware.ros import Trigger
 from robolearn.hardware.ros._rclpy import command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import local_node
 from robolearn.hardware.ros.messages import MessageError, make_codec
@@ -100,6 +106,9 @@ class RosRobotCfg:
     """Seconds observations may stay stale (training paused) before the run ends with an error."""
     domain_id: int | None = None
     """ROS domain to join; None: ``ROS_DOMAIN_ID`` (0 where unset)."""
+    trigger: Trigger = "timer"
+    """When a step's observation is taken: at the next tick of the environment's clock, or when the
+    robot's next complete sample arrives (see the module doc)."""
 
 
 class RosRobotEnv:
@@ -138,6 +147,8 @@ class RosRobotEnv:
             "estop_pauses": 0,
             "stale_pauses": 0,
             "operator_resets": 0,
+            "skipped_samples": 0,
+            "repeated_samples": 0,
         }
         self.paused_seconds = 0.0
         self.last_pause = 0.0
@@ -147,6 +158,14 @@ class RosRobotEnv:
         """Who confirms each scene reset before the next episode; None: the robot's ``ready`` suffices."""
         self.episode_step = 0
         self._lock = threading.Lock()
+        self._sample = threading.Condition(self._lock)
+        """Notified when a complete new sample arrives (``trigger`` ``observation``) or the e-stop latches."""
+        self._observed = -math.inf
+        """Stamp of the sample the last observation was taken from (its oldest required topic's)."""
+        self._robot_step = 0
+        """The robot's ``step_count`` at the last observation."""
+        self._ages: list[float] = []
+        """Age of each step's observation when it was taken (s): now less its oldest required stamp."""
         self._estop = False
         self._ready: int | None = None
         self._request = 0
@@ -206,12 +225,21 @@ class RosRobotEnv:
             except MessageError as exc:
                 self.counts["rejected_messages"] += 1
                 log.debug("ignored a message on %s: %s", self.topics[source], exc)
+                return
+            if self.rcfg.trigger == "observation" and self._new_sample():
+                self._sample.notify_all()
+
+    def _new_sample(self) -> bool:
+        """Whether every required topic is stamped alike, later than the last observation (under the lock)."""
+        newest = self.stamps[self.required[0]]
+        return newest > self._observed and all(self.stamps[s] == newest for s in self.required)
 
     def _on_estop(self, m: Any) -> None:
         if m.data:
             with self._lock:
                 self._estop = True
                 self.safety.estop()
+                self._sample.notify_all()  # a step waiting for a sample pauses instead
 
     def _on_estop_reset(self, m: Any) -> None:
         with self._lock:
@@ -254,6 +282,19 @@ class RosRobotEnv:
             self._deadline = time.monotonic()
         else:
             time.sleep(delay)
+
+    def _await_sample(self) -> None:
+        """Wait for the robot's next complete sample (``trigger`` ``observation``), at most the
+        watchdog's timeout: the observations are then stale, which :meth:`_pause` handles."""
+        limit = time.monotonic() + self.safety_cfg.watchdog_timeout
+        with self._sample:
+            while not self._new_sample() and not self._estop:
+                left = limit - time.monotonic()
+                if left <= 0:
+                    break
+                self._sample.wait(left)
+        # The caller's time to the next command counts from the sample (see step's overrun check).
+        self._deadline = time.monotonic()
 
     def _pause(self) -> bool:
         """While the e-stop is latched or the observations are stale: hold the robot and wait.
@@ -366,7 +407,18 @@ class RosRobotEnv:
         self.operator_seconds += time.monotonic() - started
 
     def _observe(self) -> Observation:
-        with self._lock, np.errstate(all="ignore"):
+        """The task's observation of the newest messages, (1, k) per key (under the lock), and which
+        robot step it is of: counted as skipped or repeated against the last observation's."""
+        step, self._observed = int(self.view.step_count[0]), self._oldest()
+        if step > 0:  # a reset's first observation continues nothing
+            self._ages.append(time.time() - self._observed)
+            gap = step - self._robot_step
+            if gap == 0:
+                self.counts["repeated_samples"] += 1
+            elif gap > 1:
+                self.counts["skipped_samples"] += gap - 1
+        self._robot_step = step
+        with np.errstate(all="ignore"):
             return {k: v[None] for k, v in self.view.observe().items()}
 
     # -- the vector environment -----------------------------------------------------------------
@@ -377,7 +429,8 @@ class RosRobotEnv:
         mask = None if options is None else options.get("reset_mask")
         if mask is None or bool(np.asarray(mask).reshape(-1)[0]):
             self._reset_robot()
-        return self._observe(), {}
+        with self._lock:
+            return self._observe(), {}
 
     def step(
         self, actions: Any
@@ -388,14 +441,17 @@ class RosRobotEnv:
             self._deadline = time.monotonic()
         with self._lock:
             self._command(action)
-        self._sleep_to_deadline()
+        if self.rcfg.trigger == "observation":
+            self._await_sample()
+        else:
+            self._sleep_to_deadline()
         paused = self._pause()
         self.episode_step += 1
         self.counts["steps"] += 1
         cfg = self.cfg
         with self._lock, np.errstate(all="ignore"):
             reward, success = self.view.score_step()
-            obs = {k: v[None] for k, v in self.view.observe().items()}
+            obs = self._observe()
             terminated = success and cfg.end_on_success
             truncated = self.episode_step >= cfg.episode_length or paused
             for key, term in cfg.terminations.items():
@@ -414,7 +470,8 @@ class RosRobotEnv:
             info["final_obs"], info["_final_obs"] = final, np.array([True])
             info["final_info"], info["_final_info"] = step_info, np.array([True])
             self._reset_robot()
-            obs = self._observe()
+            with self._lock:
+                obs = self._observe()
         else:
             info = step_info
         return obs, np.array([reward]), np.array([terminated]), np.array([truncated]), info
@@ -426,6 +483,7 @@ class RosRobotEnv:
             "paused_seconds": round(self.paused_seconds, 3),
             "operator_seconds": round(self.operator_seconds, 3),
             "control_hz": 1.0 / self.period,
+            "observation_age_ms": _percentiles_ms(self._ages),
             "safety": dict(self.safety.counts),
         }
 
@@ -437,3 +495,11 @@ class RosRobotEnv:
         with contextlib.suppress(Exception):  # the robot may already be gone
             self._hold()
         self._stack.close()
+
+
+def _percentiles_ms(seconds: list[float]) -> dict[str, float | None]:
+    """p50 and p99 of durations in seconds, in milliseconds (None before there are any)."""
+    if not seconds:
+        return {"p50": None, "p99": None}
+    p50, p99 = np.percentile(seconds, [50, 99]) * 1000
+    return {"p50": round(float(p50), 3), "p99": round(float(p99), 3)}

@@ -18,6 +18,7 @@ import tyro
 
 from robolearn.envs.gym_adapter import gym_env_id
 from robolearn.errors import ConfigError
+from robolearn.hardware.ros import Trigger
 from robolearn.options import (
     check_memory,
     check_output_dir,
@@ -384,6 +385,10 @@ class TrainCfg:
     reported pause) before the run ends with an error."""
     reset_timeout: float = 30.0
     """With ``--robot ros``: seconds for the robot to answer a reset request (docs/ros.md, "Resets")."""
+    robot_trigger: Trigger = "timer"
+    """With ``--robot ros``: when each step's observation is taken, at the next tick of the actor's own
+    clock at the control rate (its phase against the robot's clock is whatever the start gave), or
+    as soon as the robot's next complete sample arrives (``policy_node``'s ``trigger``, docs/ros.md)."""
     robot_reset: Literal["robot", "operator"] = "robot"
     """With ``--robot ros``: an episode starts when the robot reports it is ready (a robot or stand-in
     that resets its scene itself), or then also when the operator confirms on the ``--hil`` device
@@ -542,6 +547,8 @@ class TrainCfg:
         if self.robot == "sim":
             if self.robot_reset != "robot":
                 raise ConfigError("--robot-reset operator needs --robot ros")
+            if self.robot_trigger != "timer":
+                raise ConfigError(f"--robot-trigger {self.robot_trigger} needs --robot ros")
             return
         if self.robot_reset == "operator" and not self.hil:
             raise ConfigError("--robot-reset operator: the operator confirms on the --hil device; add --hil")

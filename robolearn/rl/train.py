@@ -83,6 +83,7 @@ def make_train_env(cfg: TrainCfg, num_envs: int, seed: int, render: bool = False
             connect_timeout=cfg.robot_timeout,
             stale_timeout=cfg.robot_timeout,
             reset_timeout=cfg.reset_timeout,
+            trigger=cfg.robot_trigger,
         )
         return RosRobotEnv(cfg.task, robot, seed=seed)
     env_id = gym_env_id(cfg.task)
