@@ -34,6 +34,7 @@ real time at the task's control rate:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -71,6 +72,9 @@ log = logging.getLogger(__name__)
 
 PAUSE_LOG_PERIOD = 10.0
 """Seconds between reports that training is still paused."""
+AGE_WINDOW = 100_000
+"""Steps whose observation ages :meth:`RosRobotEnv.report` summarizes (the latest): a run of days
+must not keep one number per step."""
 
 
 class RobotTrainingError(RobolearnError):
@@ -164,8 +168,8 @@ class RosRobotEnv:
         """Stamp of the sample the last observation was taken from (its oldest required topic's)."""
         self._robot_step = 0
         """The robot's ``step_count`` at the last observation."""
-        self._ages: list[float] = []
-        """Age of each step's observation when it was taken (s): now less its oldest required stamp."""
+        self._ages: collections.deque[float] = collections.deque(maxlen=AGE_WINDOW)
+        """Age of each recent step's observation when it was taken (s): now less its oldest required stamp."""
         self._estop = False
         self._ready: int | None = None
         self._request = 0
@@ -497,7 +501,7 @@ class RosRobotEnv:
         self._stack.close()
 
 
-def _percentiles_ms(seconds: list[float]) -> dict[str, float | None]:
+def _percentiles_ms(seconds: collections.deque[float]) -> dict[str, float | None]:
     """p50 and p99 of durations in seconds, in milliseconds (None before there are any)."""
     if not seconds:
         return {"p50": None, "p99": None}
