@@ -492,10 +492,11 @@ class FinetuneBenchCfg:
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
     policy_trigger: Trigger = "observation"
-    """When ``policy_node`` acts in the evaluations: on every complete sample (the same delay in every
-    run), or on its timer, at a phase against the robot's clock that each start draws anew and that
-    persists through the run (the same zero-shot policy evaluated 0.15 to 0.525 in 40 episodes,
-    0.45 to 0.55 on samples; docs/ros.md, "The same evaluation scatters")."""
+    """When ``policy_node`` acts in the evaluations, and the robot runs' training environment takes its
+    observations (``--robot-trigger``; trained as it is evaluated): on every complete sample (the same
+    delay in every run), or on its timer, at a phase against the robot's clock that each start draws
+    anew and that persists through the run (the same zero-shot policy evaluated 0.15 to 0.525 in 40
+    episodes, 0.45 to 0.55 on samples; docs/ros.md, "The same evaluation scatters")."""
     obs_latency_ms: float = 40.0
     """Gap: delay of the robot's observations (ms); robot training pauses on observations older than
     the robot's watchdog, so at most the watchdog less two control periods (60 ms for arm and car)."""
