@@ -168,6 +168,7 @@ class RosRobotEnv:
         """Stamp of the sample the last observation was taken from (its oldest required topic's)."""
         self._robot_step = 0
         """The robot's ``step_count`` at the last observation."""
+        self._warned_no_sample = -math.inf
         self._ages: collections.deque[float] = collections.deque(maxlen=AGE_WINDOW)
         """Age of each recent step's observation when it was taken (s): now less its oldest required stamp."""
         self._estop = False
@@ -295,10 +296,24 @@ class RosRobotEnv:
             while not self._new_sample() and not self._estop:
                 left = limit - time.monotonic()
                 if left <= 0:
+                    self._no_sample_warning()
                     break
                 self._sample.wait(left)
         # The caller's time to the next command counts from the sample (see step's overrun check).
         self._deadline = time.monotonic()
+
+    def _no_sample_warning(self) -> None:
+        """Say (at most every :data:`PAUSE_LOG_PERIOD` s) that a step waited the watchdog's timeout for
+        a sample: a robot whose topics are not stamped alike per sample never completes one."""
+        now = time.monotonic()
+        if now - self._warned_no_sample >= PAUSE_LOG_PERIOD:
+            self._warned_no_sample = now
+            stamps = ", ".join(f"{self.topics[s]} {self.stamps[s]:.3f}" for s in self.required)
+            log.warning(
+                "--robot-trigger observation: no complete new sample within %g s (every required topic "
+                "stamped alike, docs/ros.md); newest stamps: %s",
+                self.safety_cfg.watchdog_timeout, stamps,
+            )  # fmt: skip
 
     def _pause(self) -> bool:
         """While the e-stop is latched or the observations are stale: hold the robot and wait.
