@@ -66,6 +66,7 @@ from robolearn.hardware.ros.images import TRANSPORTS, FrameReader, camera_topic,
 from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
+    completes_sample,
     required_sources,
     tracked_frames,
     tracked_joints,
@@ -391,8 +392,7 @@ class PolicyNode:
         sample: every required source stamped alike, later than the last one acted on."""
         if self.p.trigger != "observation" or source not in self.required:
             return False
-        newest = self.stamps[source]
-        return newest > self._acted_stamp and all(self.stamps[s] == newest for s in self.required)
+        return completes_sample(self.stamps, self.required, self._acted_stamp)
 
     def _default_type(self, source: str) -> tuple[str, str]:
         """The message type of a topic not in :data:`MESSAGE_TYPES`: a camera's or a frame's."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +108,14 @@ def tracked_joints(cfg: TaskCfg) -> list[str]:
     """The joints a deployment needs: those the observation terms and :func:`robot_state` read."""
     reads = [*probe_reads(cfg).values(), _probe(cfg, lambda v: robot_state(v, 0.0))]
     return list(dict.fromkeys(j for r in reads for j in r.joints))
+
+
+def completes_sample(stamps: Mapping[str, float], required: Sequence[str], after: float) -> bool:
+    """Whether the newest messages make a complete new sample: every required topic stamped alike (a
+    robot stamps one step's messages with that step's time), later than ``after``. What the
+    observation trigger of ``policy_node`` and of the training environment waits for."""
+    newest = stamps[required[0]]
+    return newest > after and all(stamps[s] == newest for s in required)
 
 
 def required_sources(cfg: TaskCfg) -> list[str]:

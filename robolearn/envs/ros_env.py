@@ -25,7 +25,7 @@ real time at the task's control rate:
   and timed in :meth:`report`, never an error (a person may take a while);
 - timing: with ``trigger`` ``timer`` a step's observation is taken at the next tick of the
   environment's own clock at the control rate; with ``observation`` as soon as the robot's next
-  complete sample arrives (every required topic stamped alike, newer than the last observation's),
+  complete sample arrives (every required topic stamped alike, of a robot step after the last one seen),
   as ``policy_node``'s trigger: the loop's delay is then the robot's, not a phase each run draws
   against the robot's clock. Control-period overruns (a step that began after its deadline, or
   whose command went out late) are counted in :meth:`report`, which the run's summary carries, with
@@ -59,6 +59,7 @@ from robolearn.hardware.ros.messages import MessageError, make_codec
 from robolearn.hardware.ros.policy_node import MESSAGE_TYPES
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
+    completes_sample,
     required_sources,
     tracked_frames,
     tracked_joints,
@@ -235,9 +236,11 @@ class RosRobotEnv:
                 self._sample.notify_all()
 
     def _new_sample(self) -> bool:
-        """Whether every required topic is stamped alike, later than the last observation (under the lock)."""
-        newest = self.stamps[self.required[0]]
-        return newest > self._observed and all(self.stamps[s] == newest for s in self.required)
+        """The robot's next step has arrived (under the lock): a complete sample newer than the last
+        observation's, of another robot step. After a reset the robot publishes step 0 until its
+        first command takes effect; another sample of step 0 is not the step the command made."""
+        fresh = completes_sample(self.stamps, self.required, self._observed)
+        return fresh and int(self.view.step_count[0]) != self._robot_step
 
     def _on_estop(self, m: Any) -> None:
         if m.data:
@@ -310,8 +313,8 @@ class RosRobotEnv:
             self._warned_no_sample = now
             stamps = ", ".join(f"{self.topics[s]} {self.stamps[s]:.3f}" for s in self.required)
             log.warning(
-                "--robot-trigger observation: no complete new sample within %g s (every required topic "
-                "stamped alike, docs/ros.md); newest stamps: %s",
+                "--robot-trigger observation: no complete sample of a new robot step within %g s (every "
+                "required topic stamped alike, docs/ros.md); newest stamps: %s",
                 self.safety_cfg.watchdog_timeout, stamps,
             )  # fmt: skip
 
