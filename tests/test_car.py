@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ from robolearn.envs.autoreset import EpisodeStatistics
 from robolearn.envs.task_env import TaskEnv
 from robolearn.sim.transforms import quat_from_euler, yaw_of
 from robolearn.tasks import car_checkpoints as car
+from robolearn.tasks.core import TaskError
 from robolearn.tasks.robots import racecar
+from robolearn.tasks.sim_params import IdentifiedParam, SimParams, save_sim_params
 
 BACKENDS = [
     "mujoco_batch",
@@ -164,3 +167,30 @@ def test_expert_completes_laps_on_mujoco_batch() -> None:
     # A lap takes the expert a few seconds, well inside the episode.
     assert lap_steps[first_episode == 1].max() < 0.8 * env.cfg.episode_length
     env.close()
+
+
+def test_expert_drives_within_the_identified_grip(tmp_path: Path) -> None:
+    # A robot whose tyres grip at 0.375 of nominal (bench finetune's car gap at strength 1.25): the
+    # nominal schedule slides wide of its checkpoints; the expert of the identified robot does not.
+    params = SimParams("racecar", {"robot_friction_scale": IdentifiedParam(0.375, 0.0, 1.0)})
+    save_sim_params(params, tmp_path / "grip.yaml")
+    env = TaskEnv("car_checkpoints", "mujoco_batch", 32, seed=7, sim_params=tmp_path / "grip.yaml")
+    assert env.cfg.scene.robot.identified is not None
+    assert env.cfg.expert is not None
+    experts = {"identified": env.cfg.expert(env.cfg), "nominal": car.PurePursuitExpert(env.cfg)}
+    first_laps = {}
+    for name, expert in experts.items():
+        obs, _ = env.reset(seed=7)
+        stats, first = EpisodeStatistics(32), np.full(32, -1)
+        for _ in range(env.cfg.episode_length):
+            obs, reward, terminated, truncated, info = env.step(expert(obs))
+            ended = stats.step(reward, terminated, truncated, info)
+            assert ended.successes is not None
+            new = first[ended.worlds] < 0
+            first[ended.worlds[new]] = ended.successes[new]
+        first_laps[name] = first.mean()
+    env.close()
+    assert first_laps["identified"] >= 0.95
+    assert first_laps["nominal"] <= 0.6  # measured 0.22: the gap this expert is for
+    with pytest.raises(TaskError, match="grip must be positive"):
+        car.PurePursuitExpert(env.cfg, grip=0.0)

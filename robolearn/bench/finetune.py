@@ -222,6 +222,7 @@ def _train_on_robot(
         intervene_patience=cfg.intervene_patience,
         intervene_hold=cfg.intervene_hold,
         init_from=init_from,
+        sim_params=Path(str(gap["sim_params"])) if cfg.person_knows_robot and "sim_params" in gap else None,
         sac=with_variant(SACConfig(), cfg.learner_variant),  # from scratch; --init-from takes its run's
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
         # The early stop is judged after every episode on the last stop_episodes nobody drove.

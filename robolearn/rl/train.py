@@ -51,6 +51,7 @@ from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.core import TaskCfg, TaskError
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 
 log = logging.getLogger(__name__)
 
@@ -598,8 +599,10 @@ def _demo_buffer(
             raise TaskError(f"--scripted-demos: task {cfg.task} has no scripted expert")
         n = 8 if cfg.backend in ("mujoco_batch", "mujoco_warp") else 1
         env = TaskEnv(task, cfg.backend, n, seed=seed, sim_params=cfg.sim_params)
+        # The expert of the robot simulated: with --sim-params, the identified one (env.cfg).
+        expert = task.expert(env.cfg)
         scripted, attempts = collect_scripted_demos(
-            env, task.expert(task), cfg.scripted_demos, scaler, cfg.replay_capacity, seed
+            env, expert, cfg.scripted_demos, scaler, cfg.replay_capacity, seed
         )
         env.close()
         buffer.add(scripted.take(np.arange(len(scripted))))
@@ -754,6 +757,10 @@ def _human_in_the_loop(
     from robolearn.teleop import HAND_DEVICES, make_device
 
     task = make_task_cfg(cfg.task)
+    if cfg.sim_params is not None:
+        # The person knows the robot: a scripted one is the expert of the identified robot (the
+        # car's drives within its tyres' grip), on a robot as in simulation.
+        task = apply_sim_params(task, load_sim_params(cfg.sim_params))
     watched = env.num_envs if cfg.hil_worlds == "all" else 1
 
     def options(world: int) -> dict[str, Any]:
