@@ -323,7 +323,9 @@ class TrainCfg:
     """Train under the task's domain randomization."""
     sim_params: Path | None = None
     """A parameter file from ``robolearn sysid``: the identified robot becomes the task's nominal one,
-    and randomization is centred on it (robolearn tasks on the MuJoCo backends)."""
+    and randomization is centred on it (robolearn tasks on the MuJoCo backends). The scripted person
+    (``--hil --device scripted``) and scripted demonstrations are the expert of that robot, in
+    simulation and with ``--robot ros`` alike (the car's drives within its tyres' identified grip)."""
     rate_limits: bool = False
     """Rate-limit actions in simulation as the robot's safety layer will on the robot (``max_rate`` of
     the safety configuration of ``--robot-safety``, "" the task's robot's): each command moves at most
