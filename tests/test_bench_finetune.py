@@ -193,9 +193,15 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
     # before each takeover), and the runs say so.
     for row in rows[1:]:
         assert 0.0 <= row["person_share"] < 1.0, row
+        assert all(row[k] is None or 0.0 <= row[k] <= 1.0 for k in ("person_success", "own_success")), row
     assert (summary["intervene_on_disagreement"], summary["intervene_hold"]) == (0.3, 5)
     config = json.loads((tmp_path / "arm" / "finetuned" / "config.json").read_text())
     assert (config["intervene_on_disagreement"], config["intervene_hold"]) == (0.3, 5)
+    # The person knows the gapped robot: both robot runs get the gap's parameter file.
+    assert summary["person_knows_robot"] is True
+    for run in ("finetuned", "scratch"):
+        config = json.loads((tmp_path / "arm" / run / "config.json").read_text())
+        assert Path(config["sim_params"]).name == "gap-arm-1.yaml", run
     rows, summary = run_finetune_bench(
         replace(cfg, pretrained=pretrained, calibrate=(0.0, 1.0), work_dir=tmp_path / "calibrate")
     )

@@ -67,6 +67,15 @@ def test_intervened_transitions_land_in_both_buffers_and_are_flagged(tmp_path: P
     assert summary["interventions"]["transitions"] == len(demos)
     assert 0.0 < summary["interventions"]["mean_rate"] < 1.0
     assert Path(summary["interventions"]["plot"]).stat().st_size > 0
+    # Success by who drove, over the run, as the dataset tells it episode by episode.
+    by_person: dict[bool, list[bool]] = {True: [], False: []}
+    for ep in range(len(data.episodes)):
+        frames = data.episode_frames(ep)
+        flags = np.asarray(frames["complementary_info.is_intervention"]).reshape(-1)
+        by_person[bool(flags.any())].append(bool(np.asarray(frames["next.success"]).any()))
+    assert by_person[True] and by_person[False]
+    for person, key in ((True, "success_rate_intervened"), (False, "success_rate_own")):
+        assert summary["interventions"][key] == pytest.approx(np.mean(by_person[person])), key
 
     # Each demonstration transition is a flagged frame of the dataset (same observation).
     flagged_obs = np.concatenate(

@@ -439,6 +439,7 @@ def run_finetune_bench(
         "intervene_on_disagreement": cfg.intervene_on_disagreement,
         "intervene_patience": cfg.intervene_patience,
         "intervene_hold": cfg.intervene_hold,
+        "person_knows_robot": cfg.person_knows_robot,
         "machine": info,
         "versions": versions(["mujoco", "pybullet", "ros-rclpy", "torch"]),
     }
@@ -462,6 +463,10 @@ def _row(
         "robot_steps": steps,
         # The person's share of the robot's steps: what the policy was taught by, beside its own tries.
         "person_share": None if human is None or not steps else human["transitions"] / steps,
+        # How the person's episodes and the policy's own went, over the whole run: a person who
+        # cannot drive the robot teaches a fresh learner little (docs/ros.md, the car's person).
+        "person_success": None if human is None else human.get("success_rate_intervened"),
+        "own_success": None if human is None else human.get("success_rate_own"),
         "wall_minutes": wall,
         "overruns": None if robot is None else robot["overruns"],
     }
@@ -475,6 +480,8 @@ COLUMNS = (
     ("episodes", "episodes"),
     ("robot_steps", "robot steps trained"),
     ("person_share", "person's share of them"),
+    ("person_success", "person's episodes succeeded"),
+    ("own_success", "own episodes succeeded"),
     ("wall_minutes", "wall minutes"),
     ("overruns", "control-period overruns"),
 )

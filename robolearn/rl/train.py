@@ -854,6 +854,20 @@ def _robot_episodes(learner: Learner, episodes: int) -> dict[str, Any]:
     }
 
 
+def _success_by_intervention(ep: EpisodeStats) -> dict[str, float | None]:
+    """Success over the run of the training episodes a person stepped into and of those nobody
+    drove: a person who cannot do the task teaches little (None where unknown: a task without
+    success, episodes without one intervention rate each, or no such episode)."""
+    rates, successes = ep.interventions.rates, ep.successes
+    aligned = bool(successes) and len(rates) == len(successes)
+
+    def rate(person: bool) -> float | None:
+        flags = [s for s, r in zip(successes, rates, strict=True) if (r > 0) == person] if aligned else []
+        return float(np.mean(flags)) if flags else None
+
+    return {"success_rate_intervened": rate(True), "success_rate_own": rate(False)}
+
+
 def _checkpoint(
     run_dir: Path,
     state: RunState,
@@ -925,6 +939,7 @@ def _finish(
             "transitions": learner.intervened_transitions,
             "marked_success": human.labels.count("success"),
             "marked_failure": human.labels.count("failure"),
+            **_success_by_intervention(learner.episodes),
             "dataset": str(run_dir / "episodes"),
             "plot": str(plot_intervention_rate(human.rates, run_dir / "interventions.png", cfg.task)),
         }
