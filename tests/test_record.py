@@ -16,8 +16,9 @@ from robolearn.data.validate import validate_dataset
 from robolearn.envs.task_env import TaskEnv
 from robolearn.errors import ConfigError
 from robolearn.hil.config import RecordCmd
-from robolearn.hil.record import Progress, RecordError, record
+from robolearn.hil.record import Progress, Recorder, RecordError, record
 from robolearn.tasks import make_task_cfg
+from robolearn.tasks.sim_params import IdentifiedParam, SimParams, SimParamsError, save_sim_params
 from robolearn.teleop import DeviceError
 
 
@@ -278,3 +279,30 @@ def test_an_episode_with_a_nan_action_is_recorded_again_and_a_nan_device_stops(
     with pytest.raises(RecordError, match=r"^3 episodes in a row held NaN or infinity .*; 1 saved$"):
         record(_cmd(tmp_path / "nan", task="reach_nan", episodes=3, max_steps=10))
     assert len(read_dataset(tmp_path / "nan").episodes) == 1
+
+
+def test_sim_params_record_on_the_identified_robot_with_its_expert(tmp_path: Path) -> None:
+    # Tyres at 0.375 of their grip (bench finetune's car gap at strength 1.25), where the nominal
+    # expert slides wide of its checkpoints (tests/test_car.py): the scripted person recording on
+    # that robot is its expert, which brakes and corners within the grip and finishes its laps.
+    grip = tmp_path / "grip.yaml"
+    save_sim_params(SimParams("racecar", {"robot_friction_scale": IdentifiedParam(0.375, 0.0, 1.0)}), grip)
+    laps = {}
+    for name, params in (("nominal", None), ("identified", grip)):
+        cmd = _cmd(tmp_path / name, task="car_checkpoints", episodes=3, sim_params=params)
+        summary = record(cmd)
+        assert summary["successes"] == 3 and summary["sim_params"] == (None if params is None else str(grip))
+        laps[name] = [e.length for e in read_dataset(tmp_path / name).episodes]
+    recorder = Recorder(_cmd(tmp_path / "x", task="car_checkpoints", sim_params=grip))
+    identified = recorder.cfg.scene.robot.identified
+    assert identified is not None and identified.robot_friction_scale == 0.375
+    # The same seeds' laps, driven slower where the tyres grip less.
+    assert all(slow > fast for slow, fast in zip(laps["identified"], laps["nominal"], strict=True))
+    save_sim_params(SimParams("panda", {"mass_scale": IdentifiedParam(1.1, 0.0, 1.0)}), tmp_path / "arm.yaml")
+    with pytest.raises(SimParamsError, match="robot 'panda'; task car_checkpoints runs robot 'racecar'"):
+        record(_cmd(tmp_path / "bad", task="car_checkpoints", sim_params=tmp_path / "arm.yaml"))
+    with pytest.raises(ConfigError, match="--sim-params records on an identified robot"):
+        record(_cmd(tmp_path / "bad", sim_params=grip, excitation=True))
+    with pytest.raises(SimParamsError, match="no such parameter file"):
+        record(_cmd(tmp_path / "bad", sim_params=tmp_path / "missing.yaml"))
+    assert not (tmp_path / "bad").exists()

@@ -25,6 +25,7 @@ from robolearn.options import (
 )
 from robolearn.sim.backend import BackendName
 from robolearn.tasks import DEFAULT_TASK, make_task_cfg
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 from robolearn.teleop.mapping import DroneMode
 
 DeviceName = Literal["auto", "none", "keyboard", "gamepad", "spacemouse", "scripted", "replay"]
@@ -101,6 +102,10 @@ class RecordCmd:
     """window (pygame), png (frames beside the dataset), none; auto: a window if there is a display."""
     png_every: float = 2.0
     """Seconds between PNG frames (0: every control step)."""
+    sim_params: Path | None = None
+    """A parameter file from ``robolearn sysid``: record on the identified robot (its dynamics made
+    nominal), and the scripted device and ``--policy scripted`` drive as that robot's expert (the
+    car's within its tyres' grip), as ``robolearn train --sim-params`` does."""
     excitation: bool = False
     """Instead of a person or a policy: multisine joint trajectories for system identification
     (``robolearn sysid TASK --data OUT`` fits them), 8 s per episode; with --ros over ROS 2."""
@@ -118,9 +123,16 @@ class RecordCmd:
 
     def check(self) -> None:
         """Refuse options outside their ranges, naming the option, the value and the range."""
-        make_task_cfg(self.task)  # an unknown task fails here
+        task = make_task_cfg(self.task)  # an unknown task fails here
         if (self.ros or self.amplitude is not None) and not self.excitation:
             raise ConfigError("--ros and --amplitude record an excitation: add --excitation")
+        if self.sim_params is not None:
+            if self.excitation:
+                raise ConfigError(
+                    "--sim-params records on an identified robot, --excitation the robot to identify: "
+                    "drop one"
+                )
+            apply_sim_params(task, load_sim_params(self.sim_params))  # a bad file, or another robot's
         check_range("--episodes", self.episodes, 1)
         check_seed("--seed", self.seed)
         check_range("--max-steps", self.max_steps, 1, allow_none=True)

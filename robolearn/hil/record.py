@@ -46,6 +46,7 @@ from robolearn.sim.backend import FloatArray
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.cameras import image_specs
 from robolearn.tasks.core import Observation, TaskCfg
+from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 from robolearn.tasks.teacher import privileged_expert, teacher_task
 from robolearn.teleop.device import (
     HAND_DEVICES,
@@ -250,6 +251,10 @@ class Recorder:
     def __init__(self, cmd: RecordCmd, progress: Callable[[Progress], None] | None = None) -> None:
         cmd.check()  # ranges, before a device is opened or a file written
         cfg = make_task_cfg(cmd.task)
+        if cmd.sim_params is not None:
+            # The identified robot made nominal: the environment simulates it and the task's expert
+            # (the scripted device, --policy scripted) is that robot's, as in robolearn train.
+            cfg = apply_sim_params(cfg, load_sim_params(cmd.sim_params))
         if cmd.max_steps is not None:
             cfg = replace(cfg, episode_length=cmd.max_steps)
         if cmd.continue_after_success:
@@ -338,6 +343,7 @@ class Recorder:
             "device": cmd.device_name,
             "policy": cmd.policy,
             "action_noise": cmd.action_noise,
+            "sim_params": None if cmd.sim_params is None else str(cmd.sim_params),
             "cameras": list(self.cameras),
             "out": str(self.out),
             "episodes_saved": p.saved,
