@@ -10,6 +10,7 @@ demonstrations both drive pixel tasks this way.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -21,7 +22,8 @@ PIXELS_SUFFIX = "_pixels"
 
 
 def teacher_task(cfg: TaskCfg, name: str | None = None) -> TaskCfg:
-    """The state task whose expert demonstrates ``cfg``: ``name``, or ``cfg``'s name without ``_pixels``.
+    """The state task whose expert demonstrates ``cfg``: ``name``, or ``cfg``'s name without ``_pixels``,
+    with ``cfg``'s identified robot where it runs the same robot.
 
     :class:`ConfigError` where that is no task, has no expert, or acts with other action terms.
     """
@@ -35,6 +37,12 @@ def teacher_task(cfg: TaskCfg, name: str | None = None) -> TaskCfg:
         raise ConfigError(
             f"task {name} acts with {list(teacher.action.names)}, {cfg.name} with {list(cfg.action.names)}"
         )
+    identified = cfg.scene.robot.identified
+    if identified is not None and teacher.scene.robot.name == cfg.scene.robot.name:
+        # The expert of the robot simulated (an identified one, --sim-params): the car's drives
+        # within its tyres' grip.
+        robot = replace(teacher.scene.robot, identified=identified)
+        teacher = replace(teacher, scene=replace(teacher.scene, robot=robot))
     return teacher
 
 

@@ -19,6 +19,7 @@ from robolearn.hil.config import RecordCmd
 from robolearn.hil.record import Progress, Recorder, RecordError, record
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.sim_params import IdentifiedParam, SimParams, SimParamsError, save_sim_params
+from robolearn.tasks.teacher import teacher_task
 from robolearn.teleop import DeviceError
 
 
@@ -296,6 +297,11 @@ def test_sim_params_record_on_the_identified_robot_with_its_expert(tmp_path: Pat
     recorder = Recorder(_cmd(tmp_path / "x", task="car_checkpoints", sim_params=grip))
     identified = recorder.cfg.scene.robot.identified
     assert identified is not None and identified.robot_friction_scale == 0.375
+    # A pixel task's scripted policy is its state task's expert: of the same identified robot.
+    pixels = Recorder(
+        _cmd(tmp_path / "y", task="car_checkpoints_pixels", policy="scripted", device="none", sim_params=grip)
+    )
+    assert teacher_task(pixels.cfg).scene.robot.identified == identified
     # The same seeds' laps, driven slower where the tyres grip less.
     assert all(slow > fast for slow, fast in zip(laps["identified"], laps["nominal"], strict=True))
     save_sim_params(SimParams("panda", {"mass_scale": IdentifiedParam(1.1, 0.0, 1.0)}), tmp_path / "arm.yaml")
