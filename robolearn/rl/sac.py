@@ -45,6 +45,7 @@ from torch import nn
 
 from robolearn.policy.network import Actor
 from robolearn.rl.config import SACConfig
+from robolearn.rl.fused import ActorMode, FusedUpdate, fusable
 from robolearn.rl.gripper import GripperCritic, GripperSpec
 
 
@@ -325,8 +326,13 @@ class SAC(nn.Module):
         if cfg.compile:
             # Inductor fuses the small elementwise operations between the matmuls; compiling takes
             # tens of seconds on two cores, so it is an option (see bench learn's throughput part).
+            # The losses compiled alone serve the steps outside update_on_device (Cal-QL's, DrQ's).
             self._critic_loss_fn = torch.compile(self.critic_loss, dynamic=False)
             self._actor_loss_fn = torch.compile(self.actor_loss, dynamic=False)
+        # The whole update as one graph (robolearn.rl.fused) where the options allow; compiled with
+        # ``compile``, else run eagerly only by tests that check it against the steps below.
+        self.fused_unavailable = fusable(cfg, self.gripper is not None)
+        self._fused = FusedUpdate(self, compile=True) if cfg.compile and not self.fused_unavailable else None
 
     @property
     def gripper_target(self) -> nn.Module | None:
@@ -404,6 +410,11 @@ class SAC(nn.Module):
         return q_next.min(dim=0).values
 
     # -- losses ------------------------------------------------------------------------------
+    def forward(self, loss: str, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """A loss by name (``critic`` or ``actor``): the entry ``torch.func.functional_call`` calls
+        with substituted parameters (:mod:`robolearn.rl.fused`)."""
+        return self.critic_loss(*args) if loss == "critic" else self.actor_loss(*args)
+
     def critic_loss(
         self,
         obs: torch.Tensor,
@@ -495,14 +506,25 @@ class SAC(nn.Module):
     def scheduled_actor_step(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """An update's actor step: :meth:`actor_step` at every ``actor_every``-th update (the policy
         delay), else the last one's metrics; none before ``actor_starts`` critic steps."""
-        if self.updates < self.cfg.actor_starts:  # the actor held: its loss for the log only
+        mode = self._actor_schedule()
+        if mode == "measure":  # the actor held: its loss for the log only
             with torch.no_grad(), self.autocast():
                 actor_loss, _, logp = self._actor_loss_fn(obs)
             return actor_loss, self.log_alpha.detach().exp(), -logp.mean()
-        if self._actor_metrics is None or self._update_calls % self.cfg.actor_every == 0:
+        if mode == "step":
             self._actor_metrics = self.actor_step(obs)
         self._update_calls += 1
+        assert self._actor_metrics is not None
         return self._actor_metrics
+
+    def _actor_schedule(self) -> ActorMode:
+        """This update's actor: held before ``actor_starts`` critic steps, stepped at every
+        ``actor_every``-th update, else the last step's metrics reused."""
+        if self.updates < self.cfg.actor_starts:
+            return "measure"
+        if self._actor_metrics is None or self._update_calls % self.cfg.actor_every == 0:
+            return "step"
+        return "reuse"
 
     def update(
         self,
@@ -535,6 +557,8 @@ class SAC(nn.Module):
         b = self.cfg.batch_size
         if discount is None:
             discount = torch.full_like(rew, self.cfg.gamma)
+        if self._fused is not None:
+            return self._fused_update((obs, act, rew, next_obs, term, discount), self._fused)
         act, command = self._split_action(act)
         critic_losses, gripper_losses = [], []
         utd = self.cfg.utd_ratio
@@ -554,6 +578,20 @@ class SAC(nn.Module):
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
         values = (torch.stack(critic_losses).mean(), actor_loss, alpha, entropy, *extra.values())
         return {k: v.detach() for k, v in zip(names, values, strict=True)}
+
+    def _fused_update(self, batch: tuple[torch.Tensor, ...], fused: FusedUpdate) -> dict[str, torch.Tensor]:
+        """:meth:`update_on_device` as one graph (:mod:`robolearn.rl.fused`), the same schedule."""
+        mode = self._actor_schedule()
+        critic_loss, *actor = fused(batch, mode)
+        if mode == "step":
+            self._actor_metrics = (actor[0], actor[1], actor[2])
+        if mode != "measure":
+            self._update_calls += 1
+            assert self._actor_metrics is not None
+            actor = list(self._actor_metrics)
+        self.updates += self.cfg.utd_ratio
+        names = ("critic_loss", "actor_loss", "temperature", "entropy")
+        return {k: v.detach() for k, v in zip(names, (critic_loss, *actor), strict=True)}
 
     @staticmethod
     def metrics(
