@@ -9,8 +9,8 @@ target="."
 if [[ "${1:-}" == "--dev" ]]; then target=".[dev]"; fi
 
 # Offscreen rendering (videos) uses MuJoCo through EGL on Mesa's CPU renderer; a SpaceMouse is
-# read through hidapi's hidraw library.
-debs=(libegl1 libegl-mesa0 libgl1-mesa-dri libhidapi-hidraw0)
+# read through hidapi's hidraw library; torch.compile (--sac.compile) builds its CPU kernels with g++.
+debs=(libegl1 libegl-mesa0 libgl1-mesa-dri libhidapi-hidraw0 g++)
 if command -v dpkg >/dev/null 2>&1; then
   missing=()
   for pkg in "${debs[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done

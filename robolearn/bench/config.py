@@ -38,14 +38,23 @@ GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 GymLearner = Literal["robolearn", "sb3"]
 Variant = Literal[
-    "bfloat16", "compiled_bfloat16", "compiled", "hl_gauss", "crossq", "crossq_recipe", "bro", "n_step_3"
+    "eager",
+    "bfloat16",
+    "compiled_bfloat16",
+    "compiled",
+    "hl_gauss",
+    "crossq",
+    "crossq_recipe",
+    "bro",
+    "n_step_3",
 ]
 """Learner variants the throughput part times beside the defaults (``VARIANTS``)."""
 
 VARIANTS: dict[str, dict[str, Any]] = {
+    "eager": {"compile": "off"},
     "bfloat16": {"precision": "bfloat16"},
-    "compiled": {"compile": True},
-    "compiled_bfloat16": {"compile": True, "precision": "bfloat16"},
+    "compiled": {"compile": "on"},
+    "compiled_bfloat16": {"compile": "on", "precision": "bfloat16"},
     "hl_gauss": {"critic_loss": "hl_gauss"},
     "crossq": {"critic_norm": "batch_renorm", "target_network": False},
     # The paper's optimizer and policy delay (Bhatt et al., ICLR 2024, its Table 5), at the bench's width.
@@ -190,9 +199,10 @@ class LearnBenchCfg:
     device loop bootstraps after one step."""
     critics: tuple[int, ...] = (2, 10)
     """Critic ensemble sizes of robolearn's throughput contenders; 2 is the one set against SB3."""
-    variants: tuple[Variant, ...] = ("bfloat16", "compiled_bfloat16", "hl_gauss", "crossq")
-    """Learner variants timed beside the defaults (2 critics each): bfloat16 matmuls, torch.compile,
-    the HL-Gauss critic, CrossQ's critic, 3-step returns."""
+    variants: tuple[Variant, ...] = ("eager", "bfloat16", "hl_gauss", "crossq")
+    """Learner variants timed beside the defaults (2 critics each): the update without torch.compile
+    (the default compiles it where a run is long enough: --sac.compile auto), bfloat16 matmuls, the
+    HL-Gauss critic, CrossQ's critic, 3-step returns."""
     e2e_steps: int = 30_000
     """Environment steps of the end-to-end run: ``robolearn train gym:Walker2d-v5`` against SB3's SAC
     ``learn`` at the same steps, each on one torch thread (0: skip it)."""

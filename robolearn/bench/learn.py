@@ -8,7 +8,9 @@ Two parts:
   critic step and one actor step (update-to-data ratio 1), Stable-Baselines3's gradient step.
   robolearn's contenders time ``LearnerRole.update``, everything a training step pays: RLPD's
   symmetric sampling from an online buffer and a demonstration buffer, flattening the dict
-  observation, normalizing it, and the two steps. One contender per critic ensemble size in
+  observation, normalizing it, and the two steps, with ``--sac.compile auto`` decided as for a
+  pick-cube run of ``steps`` (on a CPU: one compiled graph; the ``eager`` variant without). One
+  contender per critic ensemble size in
   ``critics`` with SAC's other defaults (LayerNorm critics), and one with SB3's network exactly (2
   critics, no LayerNorm). Stable-Baselines3's SAC (``net_arch=[256, 256]`` for actor and critics,
   ``n_critics=2``) times ``model.train(gradient_steps, batch_size=256)``, its own sampling included,
@@ -62,6 +64,7 @@ from robolearn.envs.task_env import TaskEnv
 from robolearn.policy.normalization import ObsLayout, RunningNorm
 from robolearn.rl.actor_learner import LearnerRole, LocalExchange
 from robolearn.rl.config import PARALLEL_PRESETS, SACConfig, TrainCfg
+from robolearn.rl.fused import resolve_compile
 from robolearn.rl.replay import Batch, ReplayBuffer
 from robolearn.rl.sac import SAC
 from robolearn.rl.train import RunState, resolve_device, train
@@ -169,8 +172,10 @@ def _robolearn(
     device: torch.device,
     seed: int,
     variant: str | None = None,
+    run_steps: int = ONLINE_TRANSITIONS,
 ) -> _Contender:
-    """robolearn's learner on buffers holding ``online`` and ``demos``; the normalizer fits ``online``."""
+    """robolearn's learner on buffers holding ``online`` and ``demos``; the normalizer fits ``online``.
+    ``--sac.compile auto`` is decided as ``robolearn train`` decides it for a run of ``run_steps``."""
     layout = ObsLayout(shapes)
     action_dim = online.action.shape[1]
     buffers = []
@@ -181,6 +186,7 @@ def _robolearn(
     norm = RunningNorm(layout.dim)
     norm.update(layout.flatten(online.obs))
     torch.manual_seed(seed)
+    sac = resolve_compile(sac, run_steps, device, gripper=False)
     agent = SAC(layout.dim, action_dim, sac, device)
     learner = LearnerRole(agent, layout, buffers[0], buffers[1], norm, LocalExchange(), seed=seed)
 
@@ -190,7 +196,8 @@ def _robolearn(
 
     labels = {"layer": "LayerNorm ", "batch_renorm": "batch-renormalized ", "none": ""}
     critics = f"{sac.num_critics} {labels[sac.critic_norm_used]}critics"
-    note = f"LearnerRole.update: symmetric sampling, normalization, {critics}, {device.type}"
+    compiled = ", one compiled graph" if agent.fused else ""
+    note = f"LearnerRole.update: symmetric sampling, normalization, {critics}{compiled}, {device.type}"
     if variant is not None:
         note += f"; {variant}: " + ", ".join(f"{k}={v}" for k, v in VARIANTS[variant].items())
     return _Contender(_name(sac, variant), run, note)
@@ -280,9 +287,13 @@ def _throughput(
     base = SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE)
     # Each ensemble size with SAC's defaults, and SB3's network exactly: 2 critics without LayerNorm.
     configs = [replace(base, num_critics=n) for n in cfg.critics] + [replace(base, layer_norm=False)]
-    contenders = [_robolearn(sac, online, demos, shapes, device, cfg.seed) for sac in configs]
+    # The learner a pick-cube run of the bench's budget gets (--steps: compiled where it is long enough).
+    contenders = [
+        _robolearn(sac, online, demos, shapes, device, cfg.seed, None, cfg.steps) for sac in configs
+    ]
     contenders += [
-        _robolearn(with_variant(base, v), online, demos, shapes, device, cfg.seed, v) for v in cfg.variants
+        _robolearn(with_variant(base, v), online, demos, shapes, device, cfg.seed, v, cfg.steps)
+        for v in cfg.variants
     ]
     sb3 = _sb3(online, layout, device, cfg.seed)
     if isinstance(sb3, str):

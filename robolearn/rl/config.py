@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Hashable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import tyro
 
@@ -158,9 +159,14 @@ class SACConfig:
     """Residual blocks of the bro critic (the paper's 2; each adds two layers of the width)."""
     n_step: int = 1
     """Rewards summed before bootstrapping (n-step returns); 1 is SAC's one-step target."""
-    compile: bool = False
-    """torch.compile the critic and actor losses. Measured on 2 CPU cores (bench learn's settings):
-    about 30 s of compilation for a few percent in fp32, about 35% with ``precision bfloat16``."""
+    legacy_values: ClassVar[dict[str, dict[Any, Any]]] = {"compile": {False: "off", True: "on"}}
+    """Values runs saved before a field changed type, as they read now (config.json, ``--resume``)."""
+    compile: Literal["auto", "on", "off"] = "auto"
+    """torch.compile the whole update as one graph (robolearn.rl.fused; the losses alone where an
+    option keeps the update outside one graph). auto: on for a CPU learner with a C++ compiler whose
+    run makes at least 10,000 learner steps (``robolearn train``; elsewhere off), where the 20-30 s of
+    compilation are repaid. Measured on 2 cores (docs/learner.md): 1.4x the eager update in float32,
+    2.1x with ``precision bfloat16`` on a CPU with AMX."""
     precision: Literal["float32", "bfloat16"] = "float32"
     """Matmul precision of the losses (autocast; weights and optimizer stay float32). bfloat16 is fast
     on CPUs with AMX and on CUDA tensor cores."""
@@ -761,7 +767,10 @@ def config_from_json(cls: type[Any], data: dict[str, Any]) -> Any:
     if unknown:
         raise ConfigError(f"{cls.__name__} has no fields {unknown}")
     values = {}
+    legacy: dict[str, dict[Any, Any]] = getattr(cls, "legacy_values", {})
     for k, v in data.items():
+        if k in legacy and isinstance(v, Hashable) and v in legacy[k]:
+            v = legacy[k][v]
         try:
             values[k] = _revive(hints[k], v)
         except ConfigError as exc:

@@ -18,7 +18,10 @@ a pure function of tensors keep the other path (:func:`fusable`): CrossQ's batch
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
@@ -33,6 +36,28 @@ ActorMode = Literal["step", "measure", "reuse"]
 ``actor_starts``), or nothing (between ``actor_every`` steps)."""
 
 Tensors = dict[str, torch.Tensor]
+
+
+AUTO_COMPILE_UPDATES = 10_000
+"""Learner steps from which ``--sac.compile auto`` compiles: at 1.4x an eager update's rate, 20-30 s
+of compilation are repaid after a few thousand updates on 2 cores."""
+
+
+def resolve_compile(cfg: SACConfig, updates: int, device: torch.device, gripper: bool) -> SACConfig:
+    """``cfg`` with ``compile`` auto decided for a run of ``updates`` learner steps on ``device``: on
+    for a CPU learner with a C++ compiler (Inductor builds its kernels with it) whose update is one
+    graph (:func:`fusable`) and whose run is long enough; otherwise off. CUDA stays off: the graph
+    has not been measured there (docs/learner.md)."""
+    if cfg.compile != "auto":
+        return cfg
+    compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++") or shutil.which("clang++")
+    on = (
+        device.type == "cpu"
+        and compiler is not None
+        and fusable(cfg, gripper) is None
+        and updates >= AUTO_COMPILE_UPDATES
+    )
+    return replace(cfg, compile="on" if on else "off")
 
 
 def fusable(cfg: SACConfig, gripper: bool) -> str | None:

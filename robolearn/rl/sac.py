@@ -323,7 +323,7 @@ class SAC(nn.Module):
         self._actor_metrics: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._critic_loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = self.critic_loss
         self._actor_loss_fn: Callable[..., tuple[torch.Tensor, ...]] = self.actor_loss
-        if cfg.compile:
+        if cfg.compile == "on":  # auto is decided by the run (fused.resolve_compile); alone, off
             # Inductor fuses the small elementwise operations between the matmuls; compiling takes
             # tens of seconds on two cores, so it is an option (see bench learn's throughput part).
             # The losses compiled alone serve the steps outside update_on_device (Cal-QL's, DrQ's).
@@ -332,7 +332,13 @@ class SAC(nn.Module):
         # The whole update as one graph (robolearn.rl.fused) where the options allow; compiled with
         # ``compile``, else run eagerly only by tests that check it against the steps below.
         self.fused_unavailable = fusable(cfg, self.gripper is not None)
-        self._fused = FusedUpdate(self, compile=True) if cfg.compile and not self.fused_unavailable else None
+        on = cfg.compile == "on" and not self.fused_unavailable
+        self._fused = FusedUpdate(self, compile=True) if on else None
+
+    @property
+    def fused(self) -> bool:
+        """Whether updates run as one compiled graph (:mod:`robolearn.rl.fused`)."""
+        return self._fused is not None
 
     @property
     def gripper_target(self) -> nn.Module | None:

@@ -46,6 +46,7 @@ from robolearn.rl.actor_learner import (
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
 from robolearn.rl.config import TrainCfg, config_from_json
 from robolearn.rl.demos import collect_scripted_demos
+from robolearn.rl.fused import resolve_compile
 from robolearn.rl.gripper import train_gripper
 from robolearn.rl.replay import ReplayBuffer
 from robolearn.rl.sac import SAC
@@ -240,7 +241,10 @@ def train(
     action_dim = len(scaler.low)
 
     # Networks and buffers.
-    agent = SAC(layout.dim, action_dim, cfg.sac, device, train_gripper(cfg.sac, cfg.task, layout, scaler))
+    gripper = train_gripper(cfg.sac, cfg.task, layout, scaler)
+    planned = cfg.learner_steps(max(0, cfg.total_steps - cfg.learning_starts)) + cfg.offline_steps
+    sac_cfg = resolve_compile(cfg.sac, planned, device, gripper is not None and cfg.sac.gripper_critic)
+    agent = SAC(layout.dim, action_dim, sac_cfg, device, gripper)
     obs_norm = RunningNorm(layout.dim)
     online = ReplayBuffer(cfg.replay_capacity, obs_shapes, action_dim)
     demos: ReplayBuffer | None = None
