@@ -137,6 +137,7 @@ def test_auto_compiles_long_cpu_runs_of_one_graph_only(monkeypatch: pytest.Monke
     assert resolve_compile(auto, AUTO_COMPILE_UPDATES - 1, cpu, gripper=False).compile == "off"
     assert resolve_compile(auto, 10**6, cuda, gripper=False).compile == "off"
     assert resolve_compile(auto, 10**6, cpu, gripper=True).compile == "off"
+    assert resolve_compile(auto, 10**6, cpu, gripper=False, robot=True).compile == "off"
     crossq = SACConfig(critic_norm="batch_renorm", target_network=False)
     assert resolve_compile(crossq, 10**6, cpu, gripper=False).compile == "off"
     # Asked for explicitly, either way, it stays as asked.

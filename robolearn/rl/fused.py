@@ -43,16 +43,20 @@ AUTO_COMPILE_UPDATES = 10_000
 of compilation are repaid after a few thousand updates on 2 cores."""
 
 
-def resolve_compile(cfg: SACConfig, updates: int, device: torch.device, gripper: bool) -> SACConfig:
+def resolve_compile(
+    cfg: SACConfig, updates: int, device: torch.device, gripper: bool, robot: bool = False
+) -> SACConfig:
     """``cfg`` with ``compile`` auto decided for a run of ``updates`` learner steps on ``device``: on
     for a CPU learner with a C++ compiler (Inductor builds its kernels with it) whose update is one
     graph (:func:`fusable`) and whose run is long enough; otherwise off. CUDA stays off: the graph
-    has not been measured there (docs/learner.md)."""
+    has not been measured there (docs/learner.md). So does a run on a robot: compiling holds
+    Python's lock for tens of seconds, and the robot's actor thread needs it every control period."""
     if cfg.compile != "auto":
         return cfg
     compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++") or shutil.which("clang++")
     on = (
         device.type == "cpu"
+        and not robot
         and compiler is not None
         and fusable(cfg, gripper) is None
         and updates >= AUTO_COMPILE_UPDATES
@@ -177,17 +181,14 @@ class FusedUpdate:
                 out: tuple[torch.Tensor, ...] = functional_call(sac, {**views, **params}, args)
             return out
 
-        def critic_objective(params: Tensors, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            td, q = loss(params, "critic", *args)
-            return td, q
-
         losses = []
         alpha = views["log_alpha"].exp()
         for k in range(utd):  # interleaved slices, as update_on_device's
             s = slice(k, utd * b, utd)
             params = {n: views[n] for n in self.critic_names}
-            grads, (td, _) = grad_and_value(critic_objective, has_aux=True)(
-                params, obs[s], act[s], rew[s], next_obs[s], term[s], discount[s], alpha
+            # The critic loss returns (TD loss, Q): the second rides along as grad_and_value's aux.
+            grads, (td, _) = grad_and_value(loss, has_aux=True)(
+                params, "critic", obs[s], act[s], rew[s], next_obs[s], term[s], discount[s], alpha
             )
             adam_step(critic, [grads[n] for n in self.critic_names], c_first, c_second, c_steps, hypers[0])
             torch._foreach_lerp_(target, critic, cfg.tau)

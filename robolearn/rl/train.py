@@ -243,7 +243,8 @@ def train(
     # Networks and buffers.
     gripper = train_gripper(cfg.sac, cfg.task, layout, scaler)
     planned = cfg.learner_steps(max(0, cfg.total_steps - cfg.learning_starts)) + cfg.offline_steps
-    sac_cfg = resolve_compile(cfg.sac, planned, device, gripper is not None and cfg.sac.gripper_critic)
+    wants_gripper = gripper is not None and cfg.sac.gripper_critic
+    sac_cfg = resolve_compile(cfg.sac, planned, device, wants_gripper, robot=cfg.robot == "ros")
     agent = SAC(layout.dim, action_dim, sac_cfg, device, gripper)
     obs_norm = RunningNorm(layout.dim)
     online = ReplayBuffer(cfg.replay_capacity, obs_shapes, action_dim)
