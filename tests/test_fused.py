@@ -153,3 +153,27 @@ def test_a_config_saved_with_a_bool_compile_loads() -> None:
     assert config_from_json(SACConfig, {"compile": False}).compile == "off"
     assert config_from_json(SACConfig, {"compile": True}).compile == "on"
     assert SAC(OBS, ACT, SACConfig(hidden=(8,)), torch.device("cpu")).fused is False  # auto alone: off
+
+
+def test_auto_falls_back_to_the_step_path_when_the_graph_does_not_compile(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``--sac.compile auto`` was not asked for: a compiler that fails costs speed, not the run. Asked
+    for (``on``), the failure ends it with its traceback."""
+    steps, fused = _pair()
+    batch = _batch(1)
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("C++ compile error: g++ not usable\nmore lines")
+
+    assert fused._fused is not None
+    fused._fused.graph = broken
+    with pytest.raises(RuntimeError, match="C\\+\\+ compile error"):
+        fused.update(*batch)
+    fused.eager_fallback = True
+    for agent in (steps, fused):
+        torch.manual_seed(6)
+        agent.update(*batch)
+    assert not fused.fused
+    assert "did not compile (C++ compile error: g++ not usable); updating step by step" in caplog.text
+    _same_state(steps, fused)

@@ -35,6 +35,7 @@ and bfloat16 autocast (``SACConfig.compile``, ``SACConfig.precision``) apply to 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,6 +48,8 @@ from robolearn.policy.network import Actor
 from robolearn.rl.config import SACConfig
 from robolearn.rl.fused import ActorMode, FusedUpdate, fusable
 from robolearn.rl.gripper import GripperCritic, GripperSpec
+
+log = logging.getLogger(__name__)
 
 
 class EnsembleLinear(nn.Module):
@@ -334,6 +337,12 @@ class SAC(nn.Module):
         self.fused_unavailable = fusable(cfg, self.gripper is not None)
         on = cfg.compile == "on" and not self.fused_unavailable
         self._fused = FusedUpdate(self, compile=True) if on else None
+        self.eager_fallback = False
+        """Where compiling was not asked for (``--sac.compile auto``): a graph that fails to compile at
+        the first update (no working C++ compiler, say) is logged and the step-by-step update takes
+        over, instead of ending the run."""
+        self._fused_ran: set[ActorMode] = set()
+        """Actor modes whose graph has run (each compiles at its first call)."""
 
     @property
     def fused(self) -> bool:
@@ -588,7 +597,17 @@ class SAC(nn.Module):
     def _fused_update(self, batch: tuple[torch.Tensor, ...], fused: FusedUpdate) -> dict[str, torch.Tensor]:
         """:meth:`update_on_device` as one graph (:mod:`robolearn.rl.fused`), the same schedule."""
         mode = self._actor_schedule()
-        critic_loss, *actor = fused(batch, mode)
+        try:
+            critic_loss, *actor = fused(batch, mode)
+        except Exception as exc:
+            # A mode's graph compiles at its first call, before any of its kernels steps a parameter.
+            if mode in self._fused_ran or not self.eager_fallback:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("--sac.compile auto: the update did not compile (%s); updating step by step", first)
+            self._fused = None
+            return self.update_on_device(*batch)
+        self._fused_ran.add(mode)
         if mode == "step":
             self._actor_metrics = (actor[0], actor[1], actor[2])
         if mode != "measure":

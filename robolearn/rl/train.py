@@ -246,6 +246,7 @@ def train(
     wants_gripper = gripper is not None and cfg.sac.gripper_critic
     sac_cfg = resolve_compile(cfg.sac, planned, device, wants_gripper, robot=cfg.robot == "ros")
     agent = SAC(layout.dim, action_dim, sac_cfg, device, gripper)
+    agent.eager_fallback = cfg.sac.compile == "auto"  # a compiler that fails costs speed, not the run
     obs_norm = RunningNorm(layout.dim)
     online = ReplayBuffer(cfg.replay_capacity, obs_shapes, action_dim)
     demos: ReplayBuffer | None = None
