@@ -148,10 +148,12 @@ class FusedUpdate:
             assert all(p is named[n] for p, n in zip(adam.params, names, strict=True))
         self.graph: Callable[..., tuple[torch.Tensor, ...]] = self.update
         if compile:
-            # Generated C++ between the kernels on a CPU; on CUDA Inductor's default wrapper.
+            # On a CPU: generated C++ between the kernels, and torch's own random numbers (Inductor's
+            # CPU generator was the slower: 7-9% of an update, docs/learner.md), which also makes the
+            # graph draw the noise the step-by-step update draws. On CUDA Inductor's defaults.
             options: dict[str, str | int | bool | Callable[..., Any]] | None = None
             if sac.device.type == "cpu":
-                options = {"cpp_wrapper": True}
+                options = {"cpp_wrapper": True, "fallback_random": True}
             self.graph = torch.compile(self.update, fullgraph=True, dynamic=False, options=options)
 
     def __call__(self, batch: tuple[torch.Tensor, ...], actor: ActorMode) -> tuple[torch.Tensor, ...]:
