@@ -166,7 +166,7 @@ class SACConfig:
     option keeps the update outside one graph). auto: on for a CPU learner with a C++ compiler whose
     run makes at least 10,000 learner steps (``robolearn train``; elsewhere off, and off on a robot,
     whose actor thread compiling would starve), where the 20-30 s of compilation are repaid.
-    Measured on 2 cores (docs/learner.md): 1.4x the eager update in float32, 2.1x with ``precision
+    Measured on 2 cores (docs/learner.md): 1.6x the eager update in float32, 2.3x with ``precision
     bfloat16`` on a CPU with AMX."""
     precision: Literal["float32", "bfloat16"] = "float32"
     """Matmul precision of the losses (autocast; weights and optimizer stay float32). bfloat16 is fast

@@ -39,8 +39,8 @@ Tensors = dict[str, torch.Tensor]
 
 
 AUTO_COMPILE_UPDATES = 10_000
-"""Learner steps from which ``--sac.compile auto`` compiles: at 1.4x an eager update's rate, 20-30 s
-of compilation are repaid after a few thousand updates on 2 cores."""
+"""Learner steps from which ``--sac.compile auto`` compiles: at 1.6x an eager update's rate, 20-30 s
+of compilation are repaid after about 7,000 updates on 2 cores (3.5 ms saved an update)."""
 
 
 def resolve_compile(
