@@ -605,7 +605,8 @@ class SAC(nn.Module):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             log.warning("--sac.compile auto: the update did not compile (%s); updating step by step", first)
-            self._fused = None
+            # Eagerly: the compiled losses would meet the same compiler.
+            self._fused, self._critic_loss_fn, self._actor_loss_fn = None, self.critic_loss, self.actor_loss
             return self.update_on_device(*batch)
         self._fused_ran.add(mode)
         if mode == "step":
