@@ -194,3 +194,24 @@ def test_auto_falls_back_to_the_step_path_when_the_graph_does_not_compile(
     assert not fused.fused
     assert "did not compile (C++ compile error: g++ not usable); updating step by step" in caplog.text
     _same_state(steps, fused)
+
+
+def test_warm_up_compiles_ahead_and_changes_nothing_the_run_keeps() -> None:
+    """A robot run compiles before its actor thread starts (SAC.warm_up): the call runs on copies,
+    so parameters, Adam's state and the random generator are as before, and the first update then
+    compiles nothing more."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(7)
+    agent = SAC(OBS, ACT, SACConfig(hidden=(16, 16), batch_size=BATCH, compile="on"), torch.device("cpu"))
+    params = {k: v.clone() for k, v in agent.state_dict().items()}
+    rng = torch.get_rng_state()
+    agent.warm_up()
+    assert all(torch.equal(v, params[k]) for k, v in agent.state_dict().items())
+    assert torch.equal(torch.get_rng_state(), rng)
+    state = agent.optimizer_state()["critic"]["state"]
+    assert all(int(s["step"]) == 0 and not s["exp_avg"].any() for s in state.values())
+    compiled = counters["frames"]["ok"]
+    agent.update(*_batch(1))
+    assert counters["frames"]["ok"] == compiled, "the first update compiled again"
+    assert int(agent.optimizer_state()["critic"]["state"][0]["step"]) == 1

@@ -163,6 +163,19 @@ class FusedUpdate:
         states = [a.state() for a in adams]
         return self.graph(self.views, states, tuple(a.hyper() for a in adams), batch, actor)
 
+    def warm_up(self, batch: tuple[torch.Tensor, ...], modes: tuple[ActorMode, ...]) -> None:
+        """Compile the graph of each actor mode now, by a call on copies of the parameters and the
+        optimizer state (and with the random generator's state restored): nothing the run keeps
+        changes. For a run whose actor thread must not wait for a compilation (on a robot)."""
+        adams = (self.critic_adam, self.actor_adam, self.alpha_adam)
+        views = {k: v.clone() for k, v in self.views.items()}
+        states = [tuple([t.clone() for t in part] for part in a.state()) for a in adams]
+        hypers = tuple(a.hyper() for a in adams)
+        devices = [self.sac.device] if self.sac.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            for mode in modes:
+                self.graph(views, states, hypers, batch, mode)
+
     def update(
         self,
         views: Tensors,

@@ -260,7 +260,7 @@ class SAC(nn.Module):
             raise ValueError("SACConfig.gripper_critic needs the task's GripperSpec")
         self.cfg = cfg
         self.device = device
-        self.action_dim = action_dim
+        self.obs_dim, self.action_dim = obs_dim, action_dim
         self.gripper_index = gripper.action_index if gripper is not None and cfg.gripper_critic else None
         # With the discrete gripper, actor and critics see the other action components only.
         action_dim = action_dim - (self.gripper_index is not None)
@@ -593,6 +593,29 @@ class SAC(nn.Module):
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
         values = (torch.stack(critic_losses).mean(), actor_loss, alpha, entropy, *extra.values())
         return {k: v.detach() for k, v in zip(names, values, strict=True)}
+
+    def warm_up(self) -> None:
+        """Compile the update's graph before the first update (:meth:`FusedUpdate.warm_up`), for
+        each actor schedule this run will use; nothing without one."""
+        if self._fused is None:
+            return
+        cfg = self.cfg
+        n, obs_dim = cfg.batch_size * cfg.utd_ratio, self.obs_dim
+        zeros = torch.zeros(n, device=self.device)
+        batch = (
+            torch.zeros(n, obs_dim, device=self.device),
+            torch.zeros(n, self.action_dim, device=self.device),
+            zeros,
+            torch.zeros(n, obs_dim, device=self.device),
+            zeros,
+            torch.full_like(zeros, cfg.gamma),
+        )
+        modes: list[ActorMode] = ["step"]
+        if self.updates < cfg.actor_starts:
+            modes.append("measure")
+        if cfg.actor_every > 1:
+            modes.append("reuse")
+        self._fused.warm_up(batch, tuple(modes))
 
     def _fused_update(self, batch: tuple[torch.Tensor, ...], fused: FusedUpdate) -> dict[str, torch.Tensor]:
         """:meth:`update_on_device` as one graph (:mod:`robolearn.rl.fused`), the same schedule."""

@@ -332,6 +332,10 @@ def train(
     started = time.perf_counter() - state.wall_seconds
     next_eval = (state.env_steps // cfg.eval_every + 1) * cfg.eval_every
     next_ckpt = (state.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+    if cfg.robot == "ros":
+        # Compiled now, not at the first update: compiling holds Python's lock for tens of seconds,
+        # which the actor thread needs every control period.
+        agent.warm_up()
     stop = threading.Event()
     thread = None
     if interventions is not None:
