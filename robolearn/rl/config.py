@@ -165,7 +165,7 @@ class SACConfig:
     """torch.compile the whole update as one graph (robolearn.rl.fused; the losses alone where an
     option keeps the update outside one graph). auto: on for a CPU learner with a C++ compiler whose
     run makes at least 10,000 learner steps (``robolearn train``; elsewhere off, and off on a robot,
-    whose actor thread compiling would starve), where the 20-30 s of compilation are repaid.
+    whose actor thread it cost control periods), where the 20-30 s of compilation are repaid.
     Measured on 2 cores (docs/learner.md): 1.6x the eager update in float32, 2.3x with ``precision
     bfloat16`` on a CPU with AMX."""
     precision: Literal["float32", "bfloat16"] = "float32"

@@ -49,8 +49,9 @@ def resolve_compile(
     """``cfg`` with ``compile`` auto decided for a run of ``updates`` learner steps on ``device``: on
     for a CPU learner with a C++ compiler (Inductor builds its kernels with it) whose update is one
     graph (:func:`fusable`) and whose run is long enough; otherwise off. CUDA stays off: the graph
-    has not been measured there (docs/learner.md). So does a run on a robot: compiling holds
-    Python's lock for tens of seconds, and the robot's actor thread needs it every control period."""
+    has not been measured there (docs/learner.md). So does a run on a robot: even compiled before the
+    actor thread starts (:meth:`SAC.warm_up`), the compiled update cost that thread control periods
+    (docs/learner.md)."""
     if cfg.compile != "auto":
         return cfg
     compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++") or shutil.which("clang++")
