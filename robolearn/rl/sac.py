@@ -600,15 +600,15 @@ class SAC(nn.Module):
         if self._fused is None:
             return
         cfg = self.cfg
-        n, obs_dim = cfg.batch_size * cfg.utd_ratio, self.obs_dim
-        zeros = torch.zeros(n, device=self.device)
+        n, obs_dim, device = cfg.batch_size * cfg.utd_ratio, self.obs_dim, self.device
+        # Distinct tensors, as a sampled batch's: inputs that alias would be a graph of their own.
         batch = (
-            torch.zeros(n, obs_dim, device=self.device),
-            torch.zeros(n, self.action_dim, device=self.device),
-            zeros,
-            torch.zeros(n, obs_dim, device=self.device),
-            zeros,
-            torch.full_like(zeros, cfg.gamma),
+            torch.zeros(n, obs_dim, device=device),
+            torch.zeros(n, self.action_dim, device=device),
+            torch.zeros(n, device=device),
+            torch.zeros(n, obs_dim, device=device),
+            torch.zeros(n, device=device),
+            torch.full((n,), cfg.gamma, device=device),
         )
         modes: list[ActorMode] = ["step"]
         if self.updates < cfg.actor_starts:
