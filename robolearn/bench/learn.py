@@ -171,8 +171,8 @@ def _robolearn(
     shapes: dict[str, tuple[int, ...]],
     device: torch.device,
     seed: int,
-    variant: str | None = None,
-    run_steps: int = ONLINE_TRANSITIONS,
+    variant: str | None,
+    run_steps: int,
 ) -> _Contender:
     """robolearn's learner on buffers holding ``online`` and ``demos``; the normalizer fits ``online``.
     ``--sac.compile auto`` is decided as ``robolearn train`` decides it for a run of ``run_steps``."""
@@ -288,12 +288,10 @@ def _throughput(
     # Each ensemble size with SAC's defaults, and SB3's network exactly: 2 critics without LayerNorm.
     configs = [replace(base, num_critics=n) for n in cfg.critics] + [replace(base, layer_norm=False)]
     # The learner a pick-cube run of the bench's budget gets (--steps: compiled where it is long enough).
+    learners = [(sac, None) for sac in configs] + [(with_variant(base, v), v) for v in cfg.variants]
     contenders = [
-        _robolearn(sac, online, demos, shapes, device, cfg.seed, None, cfg.steps) for sac in configs
-    ]
-    contenders += [
-        _robolearn(with_variant(base, v), online, demos, shapes, device, cfg.seed, v, cfg.steps)
-        for v in cfg.variants
+        _robolearn(sac, online, demos, shapes, device, cfg.seed, variant=v, run_steps=cfg.steps)
+        for sac, v in learners
     ]
     sb3 = _sb3(online, layout, device, cfg.seed)
     if isinstance(sb3, str):

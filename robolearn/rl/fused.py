@@ -136,15 +136,14 @@ class FusedUpdate:
         self.sac = sac
         # Views of the parameters without autograd: the graph differentiates through torch.func, and
         # its in-place steps write the module's parameters (loading a checkpoint copies into them).
-        views = {name: p.detach() for name, p in sac.named_parameters()}
+        named = dict(sac.named_parameters())
+        self.views = {name: p.detach() for name, p in named.items()}
         self.critic_names = [f"critic.{n}" for n, _ in sac.critic.named_parameters()]
         self.actor_names = [f"actor.{n}" for n, _ in sac.actor.named_parameters()]
         self.target_names = [f"target_critic.{n}" for n, _ in sac.target_critic.named_parameters()]
-        self.views = views
-        self.critic_adam, self.actor_adam = _Adam(sac.critic_opt), _Adam(sac.actor_opt)
-        self.alpha_adam = _Adam(sac.alpha_opt)
-        named = dict(sac.named_parameters())
-        for adam, names in ((self.critic_adam, self.critic_names), (self.actor_adam, self.actor_names)):
+        # In the order the graph unpacks their states: critics, actor, temperature.
+        self.adams = (_Adam(sac.critic_opt), _Adam(sac.actor_opt), _Adam(sac.alpha_opt))
+        for adam, names in zip(self.adams, (self.critic_names, self.actor_names, ["log_alpha"]), strict=True):
             # The graph steps the views in the optimizer's order.
             assert all(p is named[n] for p, n in zip(adam.params, names, strict=True))
         self.graph: Callable[..., tuple[torch.Tensor, ...]] = self.update
@@ -160,18 +159,16 @@ class FusedUpdate:
     def __call__(self, batch: tuple[torch.Tensor, ...], actor: ActorMode) -> tuple[torch.Tensor, ...]:
         """The mean critic loss, and unless ``actor`` is ``reuse`` the actor loss, the temperature
         and the policy's entropy."""
-        adams = (self.critic_adam, self.actor_adam, self.alpha_adam)
-        states = [a.state() for a in adams]
-        return self.graph(self.views, states, tuple(a.hyper() for a in adams), batch, actor)
+        states = [a.state() for a in self.adams]
+        return self.graph(self.views, states, tuple(a.hyper() for a in self.adams), batch, actor)
 
     def warm_up(self, batch: tuple[torch.Tensor, ...], modes: tuple[ActorMode, ...]) -> None:
         """Compile the graph of each actor mode now, by a call on copies of the parameters and the
         optimizer state (and with the random generator's state restored): nothing the run keeps
         changes. For a run whose actor thread must not wait for a compilation (on a robot)."""
-        adams = (self.critic_adam, self.actor_adam, self.alpha_adam)
         views = {k: v.clone() for k, v in self.views.items()}
-        states = [tuple([t.clone() for t in part] for part in a.state()) for a in adams]
-        hypers = tuple(a.hyper() for a in adams)
+        states = [tuple([t.clone() for t in part] for part in a.state()) for a in self.adams]
+        hypers = tuple(a.hyper() for a in self.adams)
         devices = [self.sac.device] if self.sac.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             for mode in modes:
