@@ -47,6 +47,7 @@ Variant = Literal[
     "crossq_recipe",
     "bro",
     "n_step_3",
+    "temperature_1",
 ]
 """Learner variants the throughput part times beside the defaults (``VARIANTS``)."""
 
@@ -68,6 +69,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "bro": {"critic_arch": "bro"},
     "n_step_3": {"n_step": 3},
+    # SAC's own start of the entropy temperature (Haarnoja et al. 2018; SB3's "auto"), not SERL's 1e-2.
+    "temperature_1": {"init_temperature": 1.0},
 }
 """SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
 
@@ -252,7 +255,8 @@ class LearnBenchCfg:
     seed: int = 0
     """First seed: of the pick_cube runs, the random transitions and the networks."""
     out: Path | None = None
-    """Keep the pick_cube run folders here (default: a temporary folder, removed afterwards)."""
+    """Keep the pick_cube, offline_to_online, gpu and gym run folders here (default: a temporary folder,
+    removed afterwards)."""
 
     def check(self) -> None:
         """Refuse options outside their ranges, naming the option, the value and the range."""

@@ -918,7 +918,8 @@ def _gym(
     }
     suffix = "_100k" if cfg.gym_steps == 100_000 else f"_{cfg.gym_steps}"
     seeds = list(range(cfg.seed, cfg.seed + cfg.gym_seeds))
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = cfg.out if cfg.out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for env_id in cfg.gym_envs:
             key = env_id.split("-")[0].lower()
             detail: dict[str, Any] = {"seeds": seeds}
