@@ -174,7 +174,9 @@ def test_bad_configuration_is_refused(tmp_path: Path) -> None:
         train(TrainCfg(task="panda_reach", stop_at_success=1.5, out=tmp_path))
 
 
-def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     sb3_evaluation = pytest.importorskip("stable_baselines3.common.evaluation")
 
     def evaluate(learner: Any, *args: Any) -> dict[str, Any]:
@@ -186,8 +188,19 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(monkeypatch: 
     monkeypatch.setattr(robolearn.rl.train, "_evaluate", evaluate)
     monkeypatch.setattr(sb3_evaluation, "evaluate_policy", lambda *args, **kw: (456.0, 0.0))
     messages: list[str] = []
-    cfg = LearnBenchCfg(parts=("gym",), gym_steps=1_100, gym_seeds=1, seed=4, gym_envs=("HalfCheetah-v5",))
+    cfg = LearnBenchCfg(
+        parts=("gym",),
+        gym_steps=1_100,
+        gym_random_steps=1_000,
+        gym_seeds=1,
+        seed=4,
+        gym_envs=("HalfCheetah-v5",),
+        out=tmp_path,
+    )
     rows, summary = run_learn_bench(cfg, progress=messages.append)
+    # The run is kept under --out, and its random phase is the part's.
+    run = json.loads((tmp_path / "HalfCheetah-v5-s4" / "config.json").read_text())
+    assert run["random_steps"] == run["learning_starts"] == 1_000 == summary["gym"]["random_steps"]
     assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
@@ -206,7 +219,7 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(monkeypatch: 
 
     # One learner alone, with a critic option.
     messages.clear()
-    alone = replace(cfg, gym_learners=("robolearn",), learner_variant="bro")
+    alone = replace(cfg, gym_learners=("robolearn",), learner_variant="bro", out=None)
     rows, summary = run_learn_bench(alone, progress=messages.append)
     assert "sb3" not in summary["gym"]["halfcheetah"] and "sb3_halfcheetah_iqm_1100" not in summary
     assert not any(m.startswith("gym: SB3") for m in messages)

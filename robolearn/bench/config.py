@@ -228,6 +228,10 @@ class LearnBenchCfg:
     """gym: environment steps of each Walker2d-v5 and HalfCheetah-v5 run (robolearn's and SB3's)."""
     gym_seeds: int = 3
     """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
+    gym_random_steps: int = 5_000
+    """gym: uniformly random steps before the first update, both learners (CrossQ's and SimbaV2's
+    5,000; with 1,000, two of three robolearn HalfCheetah seeds flipped onto their backs for good:
+    docs/learner.md)."""
     gym_envs: tuple[GymEnv, ...] = GYM_ENVS
     """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
     gym_learners: tuple[GymLearner, ...] = ("robolearn", "sb3")
@@ -274,6 +278,7 @@ class LearnBenchCfg:
             "online_steps",
             "gym_steps",
             "gym_seeds",
+            "gym_random_steps",
             "gpu_steps",
         ):
             check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)

@@ -646,10 +646,16 @@ def _gym_train_cfg(
 
 
 def _sb3_gym(
-    env_id: str, steps: int, seed: int, device: torch.device, say: Callable[[str], None] | None = None
+    env_id: str,
+    steps: int,
+    seed: int,
+    device: torch.device,
+    say: Callable[[str], None] | None = None,
+    learning_starts: int = LEARNING_STARTS,
 ) -> tuple[Any, float, float] | str:
-    """SB3's SAC trained for ``steps`` on ``env_id``, its ``learn`` wall-clock and CPU seconds, or why
-    it cannot run. With ``say``, a line every tenth of the steps (the timed end-to-end run has none)."""
+    """SB3's SAC trained for ``steps`` on ``env_id`` (uniformly random actions for its first
+    ``learning_starts``), its ``learn`` wall-clock and CPU seconds, or why it cannot run. With
+    ``say``, a line every tenth of the steps (the timed end-to-end run has none)."""
     try:
         from stable_baselines3 import SAC as SB3SAC
         from stable_baselines3.common.callbacks import BaseCallback
@@ -658,7 +664,7 @@ def _sb3_gym(
     model = SB3SAC(
         "MlpPolicy",
         gym.make(env_id),
-        learning_starts=LEARNING_STARTS,
+        learning_starts=learning_starts,
         batch_size=BATCH_SIZE,
         policy_kwargs={"net_arch": list(HIDDEN), "n_critics": 2},
         device=device,
@@ -887,14 +893,22 @@ def _gym_run(
     if learner == "robolearn":
         clock = _StepClock(label, max(cfg.gym_steps // 10, 1), say)
         run_cfg = _gym_train_cfg(
-            cfg, env_id, cfg.gym_steps, seed, out, cfg.learner_variant, final_eval_episodes=10
+            cfg,
+            env_id,
+            cfg.gym_steps,
+            seed,
+            out,
+            cfg.learner_variant,
+            final_eval_episodes=10,
+            random_steps=cfg.gym_random_steps,
+            learning_starts=cfg.gym_random_steps,
         )
         run = train(run_cfg, clock)
         result = run["return_mean"], run["wall_minutes"]
     else:
         from stable_baselines3.common.evaluation import evaluate_policy
 
-        sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device, say)
+        sb3 = _sb3_gym(env_id, cfg.gym_steps, seed, device, say, learning_starts=cfg.gym_random_steps)
         if isinstance(sb3, str):
             say(f"{label}: {sb3}")
             return None
@@ -912,6 +926,7 @@ def _gym(
         "gym": {
             "steps": cfg.gym_steps,
             "seeds": cfg.gym_seeds,
+            "random_steps": cfg.gym_random_steps,
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
