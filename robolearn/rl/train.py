@@ -317,6 +317,11 @@ def train(
         )
     if state.env_steps > 0 or pretrained:
         learner.publish()
+    if cfg.robot == "ros":
+        # Compiled now, before any actor starts (the robot's actor thread here, or its Ray process,
+        # which shares this machine's cores on one computer), not at the first update: compiling
+        # holds Python's lock and a core for tens of seconds that the actor needs every control period.
+        agent.warm_up()
     if cfg.exchange == "ray":
         try:
             remote = _ray_actors(
@@ -332,10 +337,6 @@ def train(
     started = time.perf_counter() - state.wall_seconds
     next_eval = (state.env_steps // cfg.eval_every + 1) * cfg.eval_every
     next_ckpt = (state.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-    if cfg.robot == "ros":
-        # Compiled now, not at the first update: compiling holds Python's lock for tens of seconds,
-        # which the actor thread needs every control period.
-        agent.warm_up()
     stop = threading.Event()
     thread = None
     if interventions is not None:
