@@ -229,9 +229,9 @@ class LearnBenchCfg:
     gym_seeds: int = 3
     """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
     gym_random_steps: int = 5_000
-    """gym: uniformly random steps before the first update, both learners (CrossQ's and SimbaV2's
-    5,000; with 1,000, two of three robolearn HalfCheetah seeds flipped onto their backs for good:
-    docs/learner.md)."""
+    """gym: uniformly random steps before the first update, both learners (with 1,000, two of three
+    robolearn HalfCheetah seeds flipped onto their backs for good; with 5,000 the same two ran
+    upright: docs/learner.md)."""
     gym_envs: tuple[GymEnv, ...] = GYM_ENVS
     """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
     gym_learners: tuple[GymLearner, ...] = ("robolearn", "sb3")
