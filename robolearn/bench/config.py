@@ -228,10 +228,10 @@ class LearnBenchCfg:
     """gym: environment steps of each Walker2d-v5 and HalfCheetah-v5 run (robolearn's and SB3's)."""
     gym_seeds: int = 3
     """gym: seeds per environment and learner; the interquartile mean of the final returns counts."""
-    gym_random_steps: int = 5_000
-    """gym: uniformly random steps before the first update, both learners (with 1,000, two of three
-    robolearn HalfCheetah seeds flipped onto their backs for good; with 5,000 the same two ran
-    upright: docs/learner.md)."""
+    gym_random_steps: int = 1_000
+    """gym: uniformly random steps before the first update, both learners. 5,000 kept every
+    HalfCheetah seed upright (IQM 5,320 against 2,760; two of three flip onto their backs with
+    1,000) but cost Walker2d two thirds of its return (599 against 1,688): docs/learner.md."""
     gym_envs: tuple[GymEnv, ...] = GYM_ENVS
     """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
     gym_learners: tuple[GymLearner, ...] = ("robolearn", "sb3")
