@@ -191,7 +191,7 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     cfg = LearnBenchCfg(
         parts=("gym",),
         gym_steps=1_100,
-        gym_random_steps=1_000,
+        gym_random_steps=500,
         gym_seeds=1,
         seed=4,
         gym_envs=("HalfCheetah-v5",),
@@ -200,7 +200,7 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     rows, summary = run_learn_bench(cfg, progress=messages.append)
     # The run is kept under --out, and its random phase is the part's.
     run = json.loads((tmp_path / "HalfCheetah-v5-s4" / "config.json").read_text())
-    assert run["random_steps"] == run["learning_starts"] == 1_000 == summary["gym"]["random_steps"]
+    assert run["random_steps"] == run["learning_starts"] == 500 == summary["gym"]["random_steps"]
     assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
