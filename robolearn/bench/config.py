@@ -48,6 +48,7 @@ Variant = Literal[
     "bro",
     "n_step_3",
     "temperature_1",
+    "utd_2",
 ]
 """Learner variants the throughput part times beside the defaults (``VARIANTS``)."""
 
@@ -71,6 +72,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "n_step_3": {"n_step": 3},
     # SAC's own start of the entropy temperature (Haarnoja et al. 2018; SB3's "auto"), not SERL's 1e-2.
     "temperature_1": {"init_temperature": 1.0},
+    # Two critic updates per transition, as SimbaV2's 100k-step figures are made (its config's
+    # updates_per_interaction_step 2; there the actor updates twice too).
+    "utd_2": {"utd_ratio": 2},
 }
 """SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
 
