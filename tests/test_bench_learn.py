@@ -192,6 +192,7 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
         parts=("gym",),
         gym_steps=1_100,
         gym_random_steps=500,
+        gym_utd_ratio=3,
         gym_seeds=1,
         seed=4,
         gym_envs=("HalfCheetah-v5",),
@@ -201,6 +202,8 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     # The run is kept under --out, and its random phase is the part's.
     run = json.loads((tmp_path / "HalfCheetah-v5-s4" / "config.json").read_text())
     assert run["random_steps"] == run["learning_starts"] == 500 == summary["gym"]["random_steps"]
+    # robolearn's critic takes the part's updates per step; SB3 keeps its own default of one.
+    assert run["sac"]["utd_ratio"] == 3 and summary["gym"]["utd_ratio"] == {"robolearn": 3, "sb3": 1}
     assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
@@ -208,7 +211,8 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     assert detail["robolearn"]["returns"] == [123.0] and len(detail["robolearn"]["minutes"]) == 1
     assert detail["sb3"]["returns"] == [456.0] and len(detail["sb3"]["minutes"]) == 1
     assert [row["contender"] for row in rows] == ["HalfCheetah-v5 robolearn SAC", "HalfCheetah-v5 SB3 SAC"]
-    assert rows[-1]["note"] == "IQM of final return 456 over 1 seeds at 1,100 steps"
+    assert rows[0]["note"] == "IQM of final return 123 over 1 seeds at 1,100 steps, 3 critic updates per step"
+    assert rows[-1]["note"] == "IQM of final return 456 over 1 seeds at 1,100 steps, 1 critic update per step"
     # Each run says how far it is every tenth of its steps, then its final return.
     for label in ("gym: robolearn HalfCheetah-v5 seed 4: ", "gym: SB3 HalfCheetah-v5 seed 4: "):
         lines = [m for m in messages if m.startswith(label)]

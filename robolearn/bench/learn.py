@@ -620,10 +620,17 @@ LEARNING_STARTS = 1_000
 
 
 def _gym_train_cfg(
-    cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: Path, variant: str | None = None, **kw: Any
+    cfg: LearnBenchCfg,
+    env_id: str,
+    steps: int,
+    seed: int,
+    out: Path,
+    variant: str | None = None,
+    utd_ratio: int = 1,
+    **kw: Any,
 ) -> TrainCfg:
-    """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step, 2x256 networks
-    (with a learner ``variant``'s changes, ``VARIANTS``)."""
+    """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step (of
+    ``utd_ratio`` critic steps), 2x256 networks (with a learner ``variant``'s changes, ``VARIANTS``)."""
     base: dict[str, Any] = dict(
         task=f"gym:{env_id}",
         num_envs=1,
@@ -640,7 +647,7 @@ def _gym_train_cfg(
         video=False,
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
-        sac=with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE), variant),
+        sac=with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=utd_ratio), variant),
     )
     return TrainCfg(**(base | kw))
 
@@ -899,6 +906,7 @@ def _gym_run(
             seed,
             out,
             cfg.learner_variant,
+            cfg.gym_utd_ratio,
             final_eval_episodes=10,
             random_steps=cfg.gym_random_steps,
             learning_starts=cfg.gym_random_steps,
@@ -927,6 +935,7 @@ def _gym(
             "steps": cfg.gym_steps,
             "seeds": cfg.gym_seeds,
             "random_steps": cfg.gym_random_steps,
+            "utd_ratio": {"robolearn": cfg.gym_utd_ratio, "sb3": 1},
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
@@ -945,12 +954,13 @@ def _gym(
                 summary[f"{key}_iqm{suffix}" if learner == "robolearn" else f"sb3_{key}_iqm{suffix}"] = value
                 detail[learner] = {"returns": [ret for ret, _ in done], "minutes": [m for _, m in done]}
                 figure = "-" if value is None else f"{value:,.0f}"  # None: SB3 does not import
+                utd = cfg.gym_utd_ratio if learner == "robolearn" else 1
                 rows.append(
                     {
                         "part": "gym",
                         "contender": f"{env_id} {GYM_LEARNER_NAMES[learner]} SAC",
                         "note": f"IQM of final return {figure} over {len(done)} seeds at "
-                        f"{cfg.gym_steps:,} steps",
+                        f"{cfg.gym_steps:,} steps, {utd} critic update{'s' if utd > 1 else ''} per step",
                     }
                 )
             summary["gym"][key] = detail
