@@ -926,6 +926,12 @@ def _gym_run(
     return result
 
 
+def _gym_utd_ratio(cfg: LearnBenchCfg) -> int:
+    """robolearn's critic updates per transition in the gym part: ``--gym-utd-ratio`` unless the
+    learner variant sets its own."""
+    return with_variant(SACConfig(utd_ratio=cfg.gym_utd_ratio), cfg.learner_variant).utd_ratio
+
+
 def _gym(
     cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -935,7 +941,7 @@ def _gym(
             "steps": cfg.gym_steps,
             "seeds": cfg.gym_seeds,
             "random_steps": cfg.gym_random_steps,
-            "utd_ratio": {"robolearn": cfg.gym_utd_ratio, "sb3": 1},
+            "utd_ratio": {"robolearn": _gym_utd_ratio(cfg), "sb3": 1},
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
@@ -954,7 +960,7 @@ def _gym(
                 summary[f"{key}_iqm{suffix}" if learner == "robolearn" else f"sb3_{key}_iqm{suffix}"] = value
                 detail[learner] = {"returns": [ret for ret, _ in done], "minutes": [m for _, m in done]}
                 figure = "-" if value is None else f"{value:,.0f}"  # None: SB3 does not import
-                utd = cfg.gym_utd_ratio if learner == "robolearn" else 1
+                utd = _gym_utd_ratio(cfg) if learner == "robolearn" else 1
                 rows.append(
                     {
                         "part": "gym",
