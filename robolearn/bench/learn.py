@@ -936,12 +936,13 @@ def _gym(
     cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    utd_ratios = {"robolearn": _gym_utd_ratio(cfg), "sb3": 1}
     summary: dict[str, Any] = {
         "gym": {
             "steps": cfg.gym_steps,
             "seeds": cfg.gym_seeds,
             "random_steps": cfg.gym_random_steps,
-            "utd_ratio": {"robolearn": _gym_utd_ratio(cfg), "sb3": 1},
+            "utd_ratio": utd_ratios,
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
@@ -960,7 +961,7 @@ def _gym(
                 summary[f"{key}_iqm{suffix}" if learner == "robolearn" else f"sb3_{key}_iqm{suffix}"] = value
                 detail[learner] = {"returns": [ret for ret, _ in done], "minutes": [m for _, m in done]}
                 figure = "-" if value is None else f"{value:,.0f}"  # None: SB3 does not import
-                utd = _gym_utd_ratio(cfg) if learner == "robolearn" else 1
+                utd = utd_ratios[learner]
                 rows.append(
                     {
                         "part": "gym",
