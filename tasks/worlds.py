@@ -28,7 +28,7 @@ import numpy as np
 
 from robolearn.sim import host_xp
 from robolearn.sim.backend import BoolArray, FloatArray, IntArray, PhysicsParams, make_backend
-from robolearn.tasks import make_task_cfg
+from robolearn.tasks import make_task_cfg, one_world
 from robolearn.tasks.core import Observation, TaskCfg, TaskError, TermConstants
 from robolearn.tasks.sim_params import apply_sim_params, load_sim_params
 
@@ -72,8 +72,11 @@ class TaskWorlds(TermConstants):
         randomize: bool = False,
         nthread: int = 0,
         sim_params: str | Path | None = None,
+        compile_terms: bool = True,
     ) -> None:
-        """``sim_params``: a parameter file from ``robolearn sysid``, the identified robot made nominal."""
+        """``sim_params``: a parameter file from ``robolearn sysid``, the identified robot made nominal.
+        ``compile_terms``: one world on the host runs its terms as compiled Python on floats
+        (:mod:`robolearn.tasks.one_world`); False keeps them on arrays (the same values)."""
         # A private copy: terms with memory (small classes) must not be shared between worlds' owners.
         self.cfg = make_task_cfg(task) if isinstance(task, str) else copy.deepcopy(task)
         if sim_params is not None:
@@ -161,6 +164,10 @@ class TaskWorlds(TermConstants):
             for t in group.values()
             if hasattr(t.fn, "reset")
         ] + ([self.cfg.success.fn] if hasattr(self.cfg.success.fn, "reset") else [])
+        # One world's groups of terms as Python on floats, each compiled at its first use (None: it
+        # stays on arrays). Not with terms that keep their own state: the recording could not see it.
+        self._compile = compile_terms and self.on_host and num_envs == 1 and not self._stateful_terms
+        self._programs: dict[str, one_world.Program | None] = {}
         self.reseed(seed)
         # The reward terms as the step calls them, looked up once (issue 18): the function, its
         # parameters, the weight, and the weight as a cached 0-d array (None where it is 1.0).
@@ -230,6 +237,13 @@ class TaskWorlds(TermConstants):
     def _observe_host(self, noise: bool, world: int | None = None) -> Observation:
         """The state terms into the block, then a copy of it (of row ``world`` only, if given)
         split by key: (num_envs, k) entries, or (k,) ones of that world."""
+        compiled = None if noise else self._run_compiled("observation", self._record_observation)
+        if compiled is not None:  # one world: its row, in float32 as the block would round it
+            row = np.array(compiled[0], dtype=np.float32)
+            if world is None:
+                block = row.reshape(1, -1)
+                return {key: block[:, columns] for key, _, _, columns in self._obs_columns}
+            return {key: row[columns] for key, _, _, columns in self._obs_columns}
         n = self.num_envs
         for _, term, out, _ in self._obs_columns:
             value = term.fn(self, **term.params)
@@ -243,6 +257,44 @@ class TaskWorlds(TermConstants):
             return {key: block[:, columns] for key, _, _, columns in self._obs_columns}
         row = self._obs_block[world].copy()
         return {key: row[columns] for key, _, _, columns in self._obs_columns}
+
+    def _record_observation(self, view: Any, _: Any) -> list[Any]:
+        """The state terms of one world, flattened and concatenated (the block's row)."""
+        xp = view.xp
+        values = [
+            xp.reshape(xp.asarray(t.fn(view, **t.params)), (-1,)) for t in self.cfg.observations.values()
+        ]
+        if [v.shape[0] for v in values] != list(self.observation_sizes.values()):
+            raise one_world.Untraceable("an observation term changed its size")
+        return [xp.concat(values)]
+
+    # -- one world's terms compiled ----------------------------------------------------------
+    def _run_compiled(
+        self, group: str, record: Callable[[Any, Any], list[Any]], argument: Any = None
+    ) -> tuple[list[Any], ...] | None:
+        """The outputs of a group's compiled terms (:mod:`robolearn.tasks.one_world`), compiled at
+        the first call; None where the group stays on arrays (then the caller computes it there)."""
+        if not self._compile:
+            return None
+        program = self._programs.get(group, _UNCOMPILED)
+        if program is _UNCOMPILED:
+            program = None
+            try:
+                program = one_world.compile_group(self, f"{self.name} {group}", record, argument)
+            except Exception as exc:  # the array path runs them: a bug raises there
+                log.debug("task %s: its %s terms stay on arrays: %s", self.name, group, exc)
+            if program is not None and not program.faster_than_arrays:
+                log.debug("task %s: its %s terms stay on arrays, the faster here", self.name, group)
+                program = None
+            self._programs[group] = program
+        if program is None:
+            return None
+        try:
+            return program.fn(self, argument)
+        except one_world.StaleProgram:  # raised before anything is written
+            log.debug("task %s: an array its %s terms read changed size: back to arrays", self.name, group)
+            self._programs[group] = None
+            return None
 
     def _observe_device(self, noise: bool) -> Observation:
         obs: Observation = {}
@@ -354,7 +406,13 @@ class TaskWorlds(TermConstants):
         self.prev_action = self.action
         self.action = applied
         cfg = self.cfg
-        ctrl = cfg.action.to_controls(self, applied, **cfg.action.params)
+        compiled = self._run_compiled("action", self._record_action, applied)
+        if compiled is None:
+            ctrl = cfg.action.to_controls(self, applied, **cfg.action.params)
+        else:
+            program = self._programs["action"]
+            assert program is not None  # it just ran
+            ctrl = np.array(compiled[0], dtype=program.dtypes[0]).reshape(program.shapes[0])
         self.sim.step(ctrl, self._substeps)
         xp, on_host = self.xp, self.on_host
         # The counters are replaced, not written in place: on the host numpy's in-place operations
@@ -363,30 +421,19 @@ class TaskWorlds(TermConstants):
         self.step_count = self.step_count + self._one
         # A fresh array each step that the backend never writes again (the Backend protocol): no copy.
         unstable = self.sim.unstable_worlds()
-        for update in cfg.updates.values():
-            update.fn(self, **update.params)
-
-        # Conditions before rewards (Isaac Lab's order): a reward that is a condition's value, such
-        # as an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
-        # A term may return an array it keeps (task state): each value is copied once, and the
-        # conditions are combined into new arrays, never written in place.
-        success = xp.asarray(cfg.success.fn(self, **cfg.success.params), dtype=xp.bool, copy=True)
-        self.step_success = success
+        success, reward = self._evaluate()
         terminated = success if cfg.end_on_success else self._none_terminated
         truncated = (self.step_count >= self._episode_length) | unstable
         for key, done_term in cfg.terminations.items():
-            hit = xp.asarray(done_term.fn(self, **done_term.params), dtype=xp.bool, copy=True)
-            self.step_terminations[key] = hit
             if done_term.time_out:
-                truncated = truncated | hit
+                truncated = truncated | self.step_terminations[key]
             else:
-                terminated = terminated | hit
+                terminated = terminated | self.step_terminations[key]
         truncated = truncated & ~terminated
         # Returned as it is, terminated would be success itself or (on a device, where no tensor is
         # read-only) the shared zeros: a caller writing to it would change what it must not.
         if terminated is success or (terminated is self._none_terminated and not on_host):
             terminated = xp.asarray(terminated, copy=True)
-        reward = self._reward_sum()
         if on_host and host_xp.any_true(unstable):  # on a device, a branch would wait for it
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return = self.episode_return + reward
@@ -399,11 +446,56 @@ class TaskWorlds(TermConstants):
         last = self.action if len(self._action_history) == 1 else self._action_history[0]
         return self.xp.clip(act, last - self._max_step, last + self._max_step)
 
-    def _reward_sum(self) -> Any:
-        """The weighted sum of the reward terms, in their order, as a fresh array of ``float_dtype``."""
-        reward, xp, float_dtype = None, self.xp, self.float_dtype
+    def _record_action(self, view: Any, applied: Any) -> list[Any]:
+        return [self.cfg.action.to_controls(view, applied, **self.cfg.action.params)]
+
+    def _evaluate(self) -> tuple[Any, Any]:
+        """Run the step's terms: the updates, then success and the terminations (in
+        ``step_success`` and ``step_terminations``), then the rewards; return success and reward.
+
+        Conditions before rewards (Isaac Lab's order): a reward that is a condition's value, such as
+        an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
+        A term may return an array it keeps (task state): each value is copied once."""
+        cfg = self.cfg
+        compiled = self._run_compiled("step", self._record_step)
+        if compiled is not None:  # one world: the outputs as fresh arrays
+            success = np.array(compiled[0], dtype=bool)
+            self.step_success = success
+            for key, hit in zip(cfg.terminations, compiled[1:-1], strict=True):
+                self.step_terminations[key] = np.array(hit, dtype=bool)
+            return success, np.array(compiled[-1], dtype=self.float_dtype)
+        for update in cfg.updates.values():
+            update.fn(self, **update.params)
+        self.step_success = self._condition(self, cfg.success)
+        for key, done_term in cfg.terminations.items():
+            self.step_terminations[key] = self._condition(self, done_term)
+        return self.step_success, self._reward_sum(self)
+
+    def _record_step(self, view: Any, _: Any) -> list[Any]:
+        """:meth:`_evaluate`'s terms on a recording view of one world."""
+        cfg = self.cfg
+        for update in cfg.updates.values():
+            update.fn(view, **update.params)
+        view.step_success = self._condition(view, cfg.success)
+        for key, done_term in cfg.terminations.items():
+            view.step_terminations[key] = self._condition(view, done_term)
+        outputs = [view.step_success, *(view.step_terminations[key] for key in cfg.terminations)]
+        outputs.append(self._reward_sum(view))
+        if any(math.prod(o.shape) != 1 for o in outputs):
+            raise one_world.Untraceable("a condition or the reward is not one value per world")
+        return outputs
+
+    @staticmethod
+    def _condition(env: Any, term: Any) -> Any:
+        """A success or termination term's value as a fresh boolean array."""
+        return env.xp.asarray(term.fn(env, **term.params), dtype=env.xp.bool, copy=True)
+
+    def _reward_sum(self, env: Any) -> Any:
+        """The weighted sum of the reward terms on ``env`` (these worlds, or a recording view of
+        one), in their order, as a fresh array of ``float_dtype``."""
+        reward, xp, float_dtype = None, env.xp, self.float_dtype
         for fn, params, weight, weight_x in self._reward_terms:
-            value = xp.asarray(fn(self, **params))
+            value = xp.asarray(fn(env, **params))
             # x * 1.0 == x: one operation less. The weight as a cached 0-d array (see _one) where the
             # value has the task's float type: with another (float32 on the host) a Python float keeps
             # numpy's type promotion as it was.
@@ -448,6 +540,10 @@ class TaskWorlds(TermConstants):
     def close(self) -> None:
         """Release the backend."""
         self.sim.close()
+
+
+_UNCOMPILED: Any = object()
+"""A group of terms not compiled yet (:meth:`TaskWorlds._run_compiled`)."""
 
 
 def _numpy(value: Any) -> Any:
