@@ -91,7 +91,11 @@ class Backend(Protocol):
 
     The state queries (``frame_*``, ``joint_*``) may return live views of the engine's state,
     resolved once and kept (issue 18): they change with the next step or reset, so copy what you
-    keep, and write state only through the ``set_*`` methods."""
+    keep, and write state only through the ``set_*`` methods. A backend whose class sets
+    ``live_views = True`` promises more: a query that returns the same array at every call returns
+    a view that tracks the state for the backend's whole life (one world's compiled terms then read
+    that array without calling the query: :mod:`robolearn.tasks.one_world`); one that refills a
+    cached array at each call must not set it."""
 
     name: str
     num_worlds: int

@@ -334,6 +334,10 @@ class MujocoBackend(_MujocoBase):
     """Reference backend: worlds stepped one after another with ``mj_step``."""
 
     name = "mujoco"
+    live_views = True
+    """A state query that returns the same array at every call returns a live view of this world's
+    MjData, which lives as long as the backend: one world's compiled terms read it directly
+    (:mod:`robolearn.tasks.one_world`). Gathered joints and arena fields are new arrays each call."""
 
     def __init__(self, scene: SceneCfg, num_worlds: int = 1) -> None:
         super().__init__(scene, num_worlds)

@@ -25,9 +25,11 @@ own state (classes with ``reset``) is never compiled.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -817,11 +819,14 @@ class _Leaf:
 
     name: str
     read: str
-    """An expression of ``_w`` (the worlds), ``_a`` (the group's argument) and ``_r<n>`` readers."""
+    """An expression of ``_w`` (the worlds), ``_a`` (the group's argument), ``_r<n>`` (readers)
+    and ``_v<n>`` (live views): the array, whose values the code reads with ``tolist``."""
     size: int
     array: SymArray
     """The elements as recorded (``array`` itself may be written to by a term: state)."""
     elements: tuple[Any, ...]
+    live: bool
+    """``read`` names a flat live view: its size never changes, and it needs no ``ravel``."""
 
 
 class _Leaves:
@@ -830,7 +835,7 @@ class _Leaves:
         self.leaves: dict[str, _Leaf] = {}
         self.readers: dict[str, Any] = {}
 
-    def array(self, key: str, read: str, real: Any) -> SymArray:
+    def array(self, key: str, read: str, real: Any, live: bool = False) -> SymArray:
         """The recorded array of ``real`` (read each step by ``read``), one per key."""
         leaf = self.leaves.get(key)
         if leaf is not None:
@@ -843,12 +848,13 @@ class _Leaves:
         elements = [Sym(self.rec, f"{name}[{i}]", kind, (name,)) for i in range(real.size)]
         array = np.empty(real.shape, dtype=object)
         array.reshape(-1)[:] = elements if elements else []
-        leaf = _Leaf(name, read, real.size, array.view(SymArray), tuple(elements))
+        leaf = _Leaf(name, read, real.size, array.view(SymArray), tuple(elements), live)
         self.leaves[key] = leaf
         return leaf.array
 
     def reader(self, fn: Any) -> str:
-        name = f"_r{len(self.readers)}"
+        """The name the compiled code calls ``fn`` by (or, for an array, reads it by)."""
+        name = f"_{'v' if isinstance(fn, np.ndarray) else 'r'}{len(self.readers)}"
         self.readers[name] = fn
         return name
 
@@ -872,10 +878,16 @@ class _RecordingSim:
 
         def read(*args: Any) -> SymArray:
             key = f"sim.{name}{args!r}"
-            if key not in self._leaves.leaves:
-                reader = self._leaves.reader(functools.partial(method, *args))
-                return self._leaves.array(key, f"{reader}()", method(*args))
-            return self._leaves.array(key, "", None)
+            if key in self._leaves.leaves:
+                return self._leaves.array(key, "", None)
+            real = method(*args)
+            # A backend with live views returns one array at every call for a view it keeps: the
+            # compiled code reads that array itself, flat (a gathered copy is a new array each call).
+            if getattr(self._sim, "live_views", False) and method(*args) is real:
+                flat = real.reshape(-1)
+                if np.shares_memory(flat, real):
+                    return self._leaves.array(key, self._leaves.reader(flat), real, live=True)
+            return self._leaves.array(key, f"{self._leaves.reader(functools.partial(method, *args))}()", real)
 
         return read
 
@@ -952,7 +964,7 @@ class Program:
     """Each output's type as numpy would have made it."""
     array_ops: int
     """numpy calls the array path makes for the same (each elementwise operation or reduction)."""
-    statements: int
+    operations: int
     """Operations on floats of the compiled code."""
     reads: int
     """Arrays it reads (a call and a ``tolist`` each)."""
@@ -960,8 +972,8 @@ class Program:
     @property
     def faster_than_arrays(self) -> bool:
         """Whether the compiled code is estimated to take less time than the array path: wide
-        arrays (ant's 84 contact forces) make many statements of one numpy call."""
-        compiled = STATEMENT_US * self.statements + READ_US * self.reads
+        arrays (ant's 84 contact forces) make many operations of one numpy call."""
+        compiled = OPERATION_US * self.operations + READ_US * self.reads
         return compiled < NUMPY_CALL_US * self.array_ops
 
 
@@ -969,10 +981,11 @@ NUMPY_CALL_US = 0.7
 """What a numpy call of the array path costs on one world's values, with its share of the term
 calls around it (us). This and the two below were measured on a 2-core Intel Xeon VM (each group of
 ant's and pick-cube's terms timed both ways): ant's step terms, 26 numpy calls, took 19.1 us on
-arrays and 13.4 compiled (591 statements, 5 arrays read); pick-cube's, 23 calls, 18.1 and 1.3."""
-STATEMENT_US = 0.022
-"""What one statement of compiled code costs (us)."""
-READ_US = 0.35
+arrays and 8.0 compiled (591 operations, 7 arrays read); pick-cube's, 23 calls, 18.1 and 1.2; ant's
+observation (a clip of 78 contact forces, 2 calls) 7.2 us either way."""
+OPERATION_US = 0.01
+"""What one operation of compiled code costs (us)."""
+READ_US = 0.3
 """What reading one array costs compiled code (the reader's call, ``ravel``, ``tolist``; us)."""
 
 
@@ -1014,11 +1027,10 @@ def compile_group(
             writes[key] = _values(current)
     if set(view.state) != set(view.originals):
         raise Untraceable("a term adds task state")
-    source = _source(rec, leaves, outputs, writes, label)
+    source, operations = _source(rec, leaves, outputs, writes, label)
     namespace: dict[str, Any] = {**_HELPERS, **leaves.readers, "StaleProgram": StaleProgram}
     exec(compile(source, f"<robolearn one world: {label}>", "exec"), namespace)  # our own recording
     shapes = tuple(r.shape for r in results)
-    statements = source.count("\n    v")
     reads = sum(1 for leaf in leaves.leaves.values() if f"\n    {leaf.name} = " in source)
     return Program(
         namespace["program"],
@@ -1026,36 +1038,74 @@ def compile_group(
         shapes,
         tuple(r.dtype for r in results),
         rec.array_ops,
-        statements,
+        operations,
         reads,
     )
 
 
+def _replace_name(code: str, name: str, expression: str) -> str:
+    """``code`` with the variable ``name`` replaced by ``expression`` (whole words only)."""
+    return re.sub(rf"\b{name}\b", lambda _: expression, code)
+
+
+MAX_INLINE_DEPTH = 40
+"""Deepest nesting of values written into their use (Python's parser allows 200 parentheses)."""
+
+
 def _source(
     rec: _Recording, leaves: _Leaves, outputs: list[list[Any]], writes: dict[str, list[Any]], label: str
-) -> str:
-    """The recorded statements that the outputs and state writes need, as ``def program(_w, _a)``:
-    every leaf read and checked first, the state written last (a stale leaf changes nothing)."""
+) -> tuple[str, int]:
+    """The recorded operations that the outputs and state writes need, as ``def program(_w, _a)``
+    (every leaf read and checked first, the state written last: a stale leaf changes nothing),
+    and how many operations it does."""
     needed: set[str] = set()
     for values in [*outputs, *writes.values()]:
         for v in values:
             needed.update(_code(v)[1])
-    kept = []
+    kept: list[tuple[str, str, tuple[str, ...]]] = []
     for name, code, deps in reversed(rec.lines):
         if name in needed:
-            kept.append(f"    {name} = {code}")
+            kept.append((name, code, deps))
             needed.update(deps)
+    kept.reverse()
+    # A value used once is written into its one use, not stored (a local's store and load cost
+    # about as much as an addition), up to a nesting depth the parser takes with room to spare.
+    uses = collections.Counter(d for _, _, deps in kept for d in deps)
+    uses.update(d for values in [*outputs, *writes.values()] for v in values for d in _code(v)[1])
+    inlined: dict[str, tuple[str, int]] = {}
+
+    def substituted(code: str, deps: Iterable[str]) -> tuple[str, int]:
+        depth = 1
+        for dep in set(deps):
+            if dep in inlined:
+                expression, inner = inlined.pop(dep)
+                code = _replace_name(code, dep, expression)
+                depth = max(depth, inner + 1)
+        return code, depth
+
+    statements = []
+    for name, code, deps in kept:
+        code, depth = substituted(code, deps)
+        if uses[name] == 1 and depth < MAX_INLINE_DEPTH:
+            inlined[name] = (code, depth)
+        else:
+            statements.append(f"    {name} = {code}")
+
+    def value(v: Any) -> str:
+        code, deps = _code(v)
+        return substituted(code, deps)[0]
+
     body = [f"def program(_w, _a):  # {label}"]
     for leaf in leaves.leaves.values():
-        if leaf.name in needed:
+        if leaf.name in needed and leaf.live:
+            body.append(f"    {leaf.name} = {leaf.read}.tolist()")
+        elif leaf.name in needed:
             body.append(f"    {leaf.name} = {leaf.read}.ravel().tolist()")
             body.append(f"    if len({leaf.name}) != {leaf.size}:")
             body.append("        raise StaleProgram")
-    body += reversed(kept)
+    body += statements
     for key, values in writes.items():
-        body.append(
-            f"    _w.state[{key!r}].reshape(-1)[:] = [" + ", ".join(_code(v)[0] for v in values) + "]"
-        )
-    returned = ", ".join("[" + ", ".join(_code(v)[0] for v in values) + "]" for values in outputs)
+        body.append(f"    _w.state[{key!r}].reshape(-1)[:] = [" + ", ".join(map(value, values)) + "]")
+    returned = ", ".join("[" + ", ".join(map(value, values)) + "]" for values in outputs)
     body.append(f"    return ({returned},)" if len(outputs) == 1 else f"    return ({returned})")
-    return "\n".join(body) + "\n"
+    return "\n".join(body) + "\n", len(kept)

@@ -363,6 +363,11 @@ class TaskWorlds(TermConstants):
         # A non-finite action never reaches the physics: that world holds the neutral action.
         if host_xp.all_finite(act):  # the common case, in one check over every world
             rejected = self._none_rejected
+            # float64 exactly as the clip would convert float32 (a compiled group reads float64 alone).
+            exact = act if act.dtype == np.float64 or not self._compile else act.astype(np.float64)
+            compiled = self._run_compiled("bounds", self._record_bounds, exact)
+            if compiled is not None:
+                return np.array(compiled[0], dtype=np.float64).reshape(shape), rejected
         else:
             rejected = np.logical_not(np.isfinite(act).all(axis=1))
             if rejected.any():
@@ -370,6 +375,9 @@ class TaskWorlds(TermConstants):
                 act[rejected] = self._neutral
                 log.warning("rejected non-finite actions in worlds %s", np.flatnonzero(rejected).tolist())
         return host_xp.clip(act, self._act_low_rows, self._act_high_rows), rejected
+
+    def _record_bounds(self, view: Any, act: Any) -> list[Any]:
+        return [view.xp.clip(act, self._act_low_rows, self._act_high_rows)]
 
     def _sanitize_on_device(self, action: Any) -> tuple[Any, Any]:
         """:meth:`sanitize` without a branch on the values: a branch would wait for the device."""
@@ -414,26 +422,14 @@ class TaskWorlds(TermConstants):
             assert program is not None  # it just ran
             ctrl = np.array(compiled[0], dtype=program.dtypes[0]).reshape(program.shapes[0])
         self.sim.step(ctrl, self._substeps)
-        xp, on_host = self.xp, self.on_host
+        on_host = self.on_host
         # The counters are replaced, not written in place: on the host numpy's in-place operations
         # cost twice the plain ones on a few values (0.85 us against 0.35; issue 18), and every
         # reader takes them from this object at each use.
         self.step_count = self.step_count + self._one
         # A fresh array each step that the backend never writes again (the Backend protocol): no copy.
         unstable = self.sim.unstable_worlds()
-        success, reward = self._evaluate()
-        terminated = success if cfg.end_on_success else self._none_terminated
-        truncated = (self.step_count >= self._episode_length) | unstable
-        for key, done_term in cfg.terminations.items():
-            if done_term.time_out:
-                truncated = truncated | self.step_terminations[key]
-            else:
-                terminated = terminated | self.step_terminations[key]
-        truncated = truncated & ~terminated
-        # Returned as it is, terminated would be success itself or (on a device, where no tensor is
-        # read-only) the shared zeros: a caller writing to it would change what it must not.
-        if terminated is success or (terminated is self._none_terminated and not on_host):
-            terminated = xp.asarray(terminated, copy=True)
+        success, reward, terminated, truncated = self._evaluate(unstable)
         if on_host and host_xp.any_true(unstable):  # on a device, a branch would wait for it
             log.warning("worlds %s became unstable and are reset", np.flatnonzero(unstable).tolist())
         self.episode_return = self.episode_return + reward
@@ -449,29 +445,41 @@ class TaskWorlds(TermConstants):
     def _record_action(self, view: Any, applied: Any) -> list[Any]:
         return [self.cfg.action.to_controls(view, applied, **self.cfg.action.params)]
 
-    def _evaluate(self) -> tuple[Any, Any]:
+    def _evaluate(self, unstable: BoolArray) -> tuple[Any, Any, Any, Any]:
         """Run the step's terms: the updates, then success and the terminations (in
-        ``step_success`` and ``step_terminations``), then the rewards; return success and reward.
+        ``step_success`` and ``step_terminations``), then the rewards; return success, reward,
+        terminated and truncated, each a fresh array.
 
         Conditions before rewards (Isaac Lab's order): a reward that is a condition's value, such as
         an alive bonus, reads it from step_success or step_terminations instead of recomputing it.
         A term may return an array it keeps (task state): each value is copied once."""
         cfg = self.cfg
-        compiled = self._run_compiled("step", self._record_step)
+        compiled = self._run_compiled("step", self._record_step, unstable)
         if compiled is not None:  # one world: the outputs as fresh arrays
             success = np.array(compiled[0], dtype=bool)
             self.step_success = success
-            for key, hit in zip(cfg.terminations, compiled[1:-1], strict=True):
+            for key, hit in zip(cfg.terminations, compiled[1:-3], strict=True):
                 self.step_terminations[key] = np.array(hit, dtype=bool)
-            return success, np.array(compiled[-1], dtype=self.float_dtype)
+            reward, terminated, truncated = compiled[-3:]
+            return (
+                success,
+                np.array(reward, dtype=self.float_dtype),
+                np.array(terminated, dtype=bool),
+                np.array(truncated, dtype=bool),
+            )
         for update in cfg.updates.values():
             update.fn(self, **update.params)
-        self.step_success = self._condition(self, cfg.success)
+        success = self.step_success = self._condition(self, cfg.success)
         for key, done_term in cfg.terminations.items():
             self.step_terminations[key] = self._condition(self, done_term)
-        return self.step_success, self._reward_sum(self)
+        terminated, truncated = self._ends(self, success, unstable)
+        # Returned as it is, terminated would be success itself or (on a device, where no tensor is
+        # read-only) the shared zeros: a caller writing to it would change what it must not.
+        if terminated is success or (terminated is self._none_terminated and not self.on_host):
+            terminated = self.xp.asarray(terminated, copy=True)
+        return success, self._reward_sum(self), terminated, truncated
 
-    def _record_step(self, view: Any, _: Any) -> list[Any]:
+    def _record_step(self, view: Any, unstable: Any) -> list[Any]:
         """:meth:`_evaluate`'s terms on a recording view of one world."""
         cfg = self.cfg
         for update in cfg.updates.values():
@@ -480,10 +488,22 @@ class TaskWorlds(TermConstants):
         for key, done_term in cfg.terminations.items():
             view.step_terminations[key] = self._condition(view, done_term)
         outputs = [view.step_success, *(view.step_terminations[key] for key in cfg.terminations)]
-        outputs.append(self._reward_sum(view))
+        outputs += [self._reward_sum(view), *self._ends(view, view.step_success, unstable)]
         if any(math.prod(o.shape) != 1 for o in outputs):
             raise one_world.Untraceable("a condition or the reward is not one value per world")
         return outputs
+
+    def _ends(self, env: Any, success: Any, unstable: Any) -> tuple[Any, Any]:
+        """Terminated and truncated of the step from its conditions (in ``env.step_terminations``),
+        the time limit and the physics' stability; terminated may be ``success`` itself."""
+        terminated = success if self.cfg.end_on_success else self._none_terminated
+        truncated = (env.step_count >= self._episode_length) | unstable
+        for key, done_term in self.cfg.terminations.items():
+            if done_term.time_out:
+                truncated = truncated | env.step_terminations[key]
+            else:
+                terminated = terminated | env.step_terminations[key]
+        return terminated, truncated & ~terminated
 
     @staticmethod
     def _condition(env: Any, term: Any) -> Any:
