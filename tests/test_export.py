@@ -248,6 +248,7 @@ print(json.dumps({{"action": action.tolist(), "modules": sorted(sys.modules)}}))
         "robolearn.tasks.core",
         "robolearn.tasks.plugins",
         "robolearn.tasks.sim_params",
+        "robolearn.tasks.one_world",
         "robolearn.tasks.worlds",
         "robolearn.sim",
         "robolearn.sim.backend",
