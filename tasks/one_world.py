@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 class Untraceable(Exception):
@@ -1109,3 +1112,50 @@ def _source(
     returned = ", ".join("[" + ", ".join(map(value, values)) + "]" for values in outputs)
     body.append(f"    return ({returned},)" if len(outputs) == 1 else f"    return ({returned})")
     return "\n".join(body) + "\n", len(kept)
+
+
+class CompiledGroups:
+    """The groups of terms of one world (a :class:`~robolearn.tasks.core.TaskEnvView` on the
+    host), each compiled at its first run; a group the recorder cannot follow, or that the cost
+    model finds no faster, stays on arrays (``run`` returns None and the caller computes it)."""
+
+    def __init__(self, owner: Any, enabled: bool, label: str) -> None:
+        self.owner, self.enabled, self.label = owner, enabled, label
+        self.programs: dict[str, Program | None] = {}
+        """Each group run so far: its program, or None where it stays on arrays."""
+
+    def run(
+        self, group: str, record: Callable[[Any, Any], Sequence[Any]], argument: Any = None
+    ) -> tuple[list[Any], ...] | None:
+        """The outputs of ``group``'s compiled terms on the owner's current state, or None."""
+        if not self.enabled:
+            return None
+        program = self.programs.get(group, _UNCOMPILED)
+        if program is _UNCOMPILED:
+            program = self._compile(group, record, argument)
+        if program is None:
+            return None
+        try:
+            return program.fn(self.owner, argument)
+        except StaleProgram:  # raised before anything is written
+            log.debug("%s: an array its %s terms read changed size: back to arrays", self.label, group)
+            self.programs[group] = None
+            return None
+
+    def _compile(
+        self, group: str, record: Callable[[Any, Any], Sequence[Any]], argument: Any
+    ) -> Program | None:
+        program = None
+        try:
+            program = compile_group(self.owner, f"{self.label} {group}", record, argument)
+        except Exception as exc:  # the array path runs the terms next: a bug raises there
+            log.debug("%s: its %s terms stay on arrays: %s", self.label, group, exc)
+        if program is not None and not program.faster_than_arrays:
+            log.debug("%s: its %s terms stay on arrays, the faster here", self.label, group)
+            program = None
+        self.programs[group] = program
+        return program
+
+
+_UNCOMPILED: Any = object()
+"""A group not run yet (:meth:`CompiledGroups.run`)."""

@@ -167,7 +167,8 @@ class TaskWorlds(TermConstants):
         # One world's groups of terms as Python on floats, each compiled at its first use (None: it
         # stays on arrays). Not with terms that keep their own state: the recording could not see it.
         self._compile = compile_terms and self.on_host and num_envs == 1 and not self._stateful_terms
-        self._programs: dict[str, one_world.Program | None] = {}
+        self._compiled = one_world.CompiledGroups(self, self._compile, f"task {self.cfg.name}")
+        self._run_compiled = self._compiled.run
         # A compiled step's flags (false, true) as two read-only arrays: nothing to allocate, and no
         # caller can write to the shared ones (as the backend's stability flags).
         self._one_world_flags = (np.array([False]), np.array([True]))
@@ -272,34 +273,6 @@ class TaskWorlds(TermConstants):
         if [v.shape[0] for v in values] != list(self.observation_sizes.values()):
             raise one_world.Untraceable("an observation term changed its size")
         return [xp.concat(values)]
-
-    # -- one world's terms compiled ----------------------------------------------------------
-    def _run_compiled(
-        self, group: str, record: Callable[[Any, Any], list[Any]], argument: Any = None
-    ) -> tuple[list[Any], ...] | None:
-        """The outputs of a group's compiled terms (:mod:`robolearn.tasks.one_world`), compiled at
-        the first call; None where the group stays on arrays (then the caller computes it there)."""
-        if not self._compile:
-            return None
-        program = self._programs.get(group, _UNCOMPILED)
-        if program is _UNCOMPILED:
-            program = None
-            try:
-                program = one_world.compile_group(self, f"{self.name} {group}", record, argument)
-            except Exception as exc:  # the array path runs them: a bug raises there
-                log.debug("task %s: its %s terms stay on arrays: %s", self.name, group, exc)
-            if program is not None and not program.faster_than_arrays:
-                log.debug("task %s: its %s terms stay on arrays, the faster here", self.name, group)
-                program = None
-            self._programs[group] = program
-        if program is None:
-            return None
-        try:
-            return program.fn(self, argument)
-        except one_world.StaleProgram:  # raised before anything is written
-            log.debug("task %s: an array its %s terms read changed size: back to arrays", self.name, group)
-            self._programs[group] = None
-            return None
 
     def _observe_device(self, noise: bool) -> Observation:
         obs: Observation = {}
@@ -423,7 +396,7 @@ class TaskWorlds(TermConstants):
         if compiled is None:
             ctrl = cfg.action.to_controls(self, applied, **cfg.action.params)
         else:
-            program = self._programs["action"]
+            program = self._compiled.programs["action"]
             assert program is not None  # it just ran
             ctrl = np.array(compiled[0], dtype=program.dtypes[0]).reshape(program.shapes[0])
         self.sim.step(ctrl, self._substeps)
@@ -565,10 +538,6 @@ class TaskWorlds(TermConstants):
     def close(self) -> None:
         """Release the backend."""
         self.sim.close()
-
-
-_UNCOMPILED: Any = object()
-"""A group of terms not compiled yet (:meth:`TaskWorlds._run_compiled`)."""
 
 
 def _numpy(value: Any) -> Any:

@@ -180,5 +180,45 @@ def test_one_world_steps_identically_compiled_or_on_arrays(task: str, backend: s
         if results[0].terminated[0] or results[0].truncated[0] or step == 20:
             for w in worlds:
                 w.reset_worlds(np.arange(1))
-    compiled = {group for group, program in worlds[0]._programs.items() if program is not None}
+    compiled = {group for group, program in worlds[0]._compiled.programs.items() if program is not None}
     assert compiled == COMPILED.get(task, compiled)
+
+
+VIEW_COMPILED = {"panda_reach", "panda_pick_cube", "quadrotor_hover"}
+"""Tasks whose observation compiles in policy_node's view of a robot (the hover drone's stateful
+terms are rewards, which that view's observation does not run)."""
+
+
+# ant reads MjData fields, which a robot's messages do not carry.
+@pytest.mark.parametrize("task", [t for t in task_names() if not make_task_cfg(t).cameras and t != "ant"])
+def test_a_robot_view_observes_identically_compiled_or_on_arrays(task: str) -> None:
+    """policy_node's view of a robot (filled from messages) compiles its observation terms too."""
+    from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
+
+    cfg = make_task_cfg(task)
+    views = [RemoteStateView(cfg, tracked_frames(cfg), tracked_joints(cfg)) for _ in range(2)]
+    views[1]._compiled.enabled = False
+    rng = np.random.default_rng(1)
+    for step in range(5):
+        quat = rng.normal(size=4)
+        values = {
+            "pos": rng.normal(size=(1, 3)),
+            "quat": (quat / np.linalg.norm(quat))[None],
+            "linvel": rng.normal(size=(1, 3)),
+            "angvel": rng.normal(size=(1, 3)),
+        }
+        jpos, jvel = rng.normal(size=len(views[0].sim.jpos)), rng.normal(size=len(views[0].sim.jvel))
+        for view in views:  # in place, as the messages fill them
+            for field, value in values.items():
+                for array in getattr(view.sim, field).values():
+                    array[...] = value
+            view.sim.jpos[:], view.sim.jvel[:] = jpos, jvel
+            for key in view.state:
+                view.state[key][...] = np.arange(view.state[key].size).reshape(view.state[key].shape) * 0.1
+            view.step_count[:] = step
+        observations = [view.observe() for view in views]
+        assert list(observations[0]) == list(observations[1])
+        for key in observations[1]:
+            assert _same(observations[0][key], observations[1][key]), (task, step, key)
+    compiled = views[0]._compiled.programs.get("observation") is not None
+    assert compiled == (task in VIEW_COMPILED)

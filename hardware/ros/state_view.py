@@ -33,6 +33,7 @@ from robolearn.hardware.ros.messages import (
 )
 from robolearn.sim import host_xp
 from robolearn.sim.backend import FloatArray
+from robolearn.tasks import one_world
 from robolearn.tasks.core import Observation, ObsTerm, TaskCfg, TermConstants
 
 
@@ -139,6 +140,9 @@ class RemoteSim:
 
     name = "ros"
     num_worlds = 1
+    live_views = True
+    """The frame arrays are kept and filled in place by each message: compiled terms read them
+    directly (``Backend.live_views``); joints are gathered, a new array at each read."""
 
     def __init__(self, frames: Sequence[str], joints: Sequence[str]) -> None:
         self.pos = {f: np.zeros((1, 3)) for f in frames}
@@ -204,6 +208,8 @@ class RemoteStateView(TermConstants):
         self.step_terminations = {k: np.zeros(1, dtype=bool) for k in cfg.terminations}
         self.joints_measured = False
         """Whether a ``joint_states`` message has been taken in (until then joints read 0)."""
+        # The observation terms compiled to Python on floats, as one simulated world's (issue 18).
+        self._compiled = one_world.CompiledGroups(self, not self._stateful, f"task {cfg.name} (ros)")
 
     def read(self, source: str, m: Any) -> float:
         """Take in a message of one of :attr:`sources`; returns its stamp (s). Raises
@@ -261,10 +267,19 @@ class RemoteStateView(TermConstants):
 
     def observe(self) -> Observation:
         """The task's observation of this world, each entry without the batch axis (float32)."""
+        compiled = self._compiled.run("observation", self._record_observation)
+        if compiled is not None:
+            return {
+                key: np.array(v, dtype=np.float32)
+                for key, v in zip(self.cfg.observations, compiled, strict=True)
+            }
         obs: dict[str, Any] = {}
         for key, term in self.cfg.observations.items():
             obs[key] = np.asarray(term.fn(self, **term.params), dtype=np.float32).reshape(-1)
         return obs
+
+    def _record_observation(self, view: Any, _: Any) -> list[Any]:
+        return [term.fn(view, **term.params) for term in self.cfg.observations.values()]
 
     def robot_state(self, stamp: float) -> RobotState:
         """The robot's state as the safety layer reads it (see :func:`robot_state`).
