@@ -252,28 +252,23 @@ def _power(a: Any, b: Any) -> Any:
     return _square(a) if _python(b) == 2 else _sqrt(a)
 
 
-def _negative(a: Any) -> Any:
-    if not isinstance(a, Sym):
-        return _fold(np.negative, a)
-    if a.kind == "b":
-        raise Untraceable("numpy refuses to negate booleans")
-    return _emit(a.kind, "(-{})", a)
+def _unary(numpy_fn: Any, refused: str, why: str, templates: dict[str, str]) -> Callable[[Any], Any]:
+    """A unary operation: numpy's own on a constant, refused on values of kind ``refused``, else
+    the template for the value's kind (``*``: any other)."""
+
+    def fn(a: Any) -> Any:
+        if not isinstance(a, Sym):
+            return _fold(numpy_fn, a)
+        if a.kind == refused:
+            raise Untraceable(why)
+        return _emit(a.kind, templates.get(a.kind, templates["*"]), a)
+
+    return fn
 
 
-def _absolute(a: Any) -> Any:
-    if not isinstance(a, Sym):
-        return _fold(np.absolute, a)
-    if a.kind == "b":
-        raise Untraceable("the absolute value of booleans")
-    return _emit(a.kind, "abs({})", a)
-
-
-def _invert(a: Any) -> Any:
-    if not isinstance(a, Sym):
-        return _fold(np.invert, a)
-    if a.kind == "f":
-        raise Untraceable("numpy refuses to invert floats")
-    return _emit(a.kind, "(not {})" if a.kind == "b" else "(~{})", a)
+_negative = _unary(np.negative, "b", "numpy refuses to negate booleans", {"*": "(-{})"})
+_absolute = _unary(np.absolute, "b", "the absolute value of booleans", {"*": "abs({})"})
+_invert = _unary(np.invert, "f", "numpy refuses to invert floats", {"b": "(not {})", "*": "(~{})"})
 
 
 def _logical(op: str, a: Any, b: Any) -> Any:
