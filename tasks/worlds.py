@@ -169,11 +169,6 @@ class TaskWorlds(TermConstants):
         self._compile = compile_terms and self.on_host and num_envs == 1 and not self._stateful_terms
         self._compiled = one_world.CompiledGroups(self, self._compile, f"task {self.cfg.name}")
         self._run_compiled = self._compiled.run
-        # A compiled step's flags (false, true) as two read-only arrays: nothing to allocate, and no
-        # caller can write to the shared ones (as the backend's stability flags).
-        self._one_world_flags = (np.array([False]), np.array([True]))
-        for flag in self._one_world_flags:
-            flag.flags.writeable = False
         self.reseed(seed)
         # The reward terms as the step calls them, looked up once (issue 18): the function, its
         # parameters, the weight, and the weight as a cached 0-d array (None where it is 1.0).
@@ -433,17 +428,16 @@ class TaskWorlds(TermConstants):
         A term may return an array it keeps (task state): each value is copied once."""
         cfg = self.cfg
         compiled = self._run_compiled("step", self._record_step, unstable)
-        if compiled is not None:  # one world: each flag one of two read-only arrays, the reward new
-            flags = self._one_world_flags
-            success = self.step_success = flags[compiled[0][0]]
+        if compiled is not None:  # one world: the outputs as fresh arrays (callers may write to them)
+            success = self.step_success = np.array(compiled[0], dtype=bool)
             for key, hit in zip(cfg.terminations, compiled[1:-3], strict=True):
-                self.step_terminations[key] = flags[hit[0]]
+                self.step_terminations[key] = np.array(hit, dtype=bool)
             reward, terminated, truncated = compiled[-3:]
             return (
                 success,
                 np.array(reward, dtype=self.float_dtype),
-                flags[terminated[0]],
-                flags[truncated[0]],
+                np.array(terminated, dtype=bool),
+                np.array(truncated, dtype=bool),
             )
         for update in cfg.updates.values():
             update.fn(self, **update.params)

@@ -172,6 +172,8 @@ def test_one_world_steps_identically_compiled_or_on_arrays(task: str, backend: s
         results = [w.advance(action) for w in worlds]
         for a, b in zip(*results, strict=True):
             assert _same(a, b), (task, backend, step)
+        # Fresh arrays, as on arrays: a caller may write to them (HIL forces a success in place).
+        assert all(x.flags.writeable for x in results[0][:4])
         observations = [w.observe_world(0) for w in worlds]
         for key in observations[1]:
             assert _same(observations[0][key], observations[1][key]), (task, backend, step, key)

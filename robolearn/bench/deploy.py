@@ -9,7 +9,9 @@ run's own) and receives the commands.
   stamped when published; its latency is the time until its command arrives here: transport both
   ways, rebuilding the observation with the task's terms, the network, the safety layer and
   encoding. The next sample goes out on the next 10 ms boundary after the command arrives, so every
-  command belongs to the last sample. ``policy_ms`` times the network alone in this process.
+  command belongs to the last sample. ``policy_ms`` times the network alone in this process, back
+  to back; ``policy_after_idle_ms`` the same after a control period asleep before each call, the
+  node's situation: what a core's cold caches and predictors add to every stage of a step.
 - ``jitter``: the node acts on its own timer (``trigger: timer``) at 100 Hz for the arm and 50 Hz
   for the drone and the car, while the robot publishes at the same rate; jitter is the deviation of
   each interval between command arrivals from the period.
@@ -373,9 +375,12 @@ def measure_jitter(robot: StandInRobot, rate_hz: float, seconds: float) -> list[
     return (np.abs(np.diff(arrivals) - period) * 1e3).tolist()
 
 
-def policy_compute_ms(policy: ExportedPolicy, task: str, calls: int = 1000) -> dict[str, float]:
+def policy_compute_ms(
+    policy: ExportedPolicy, task: str, calls: int = 1000, idle_s: float = 0.0
+) -> dict[str, float]:
     """The exported network's time for one observation in this process (1 torch thread), called
-    back to back (warm caches: in the node, with a control period between calls, it takes longer)."""
+    back to back (warm caches), or with ``idle_s`` of sleep before each call, as in the node, where a
+    control period passes between calls and the core's caches and predictors go cold."""
     torch.set_num_threads(1)
     env = TaskEnv(make_task_cfg(task), "mujoco", 1, seed=0)
     obs, _ = env.reset(seed=0)
@@ -384,6 +389,8 @@ def policy_compute_ms(policy: ExportedPolicy, task: str, calls: int = 1000) -> d
     times = []
     with torch.inference_mode():
         for _ in range(calls):
+            if idle_s:
+                time.sleep(idle_s)
             t = time.perf_counter()
             policy(one)
             times.append((time.perf_counter() - t) * 1e3)
@@ -554,9 +561,14 @@ def run_deploy_bench(
         rows += part_rows[:1]
         rows.append({"part": "policy alone", "task": LATENCY_TASK, **compute, "samples": 1000,
                      "note": "the network in this process, back to back"})  # fmt: skip
+        idle = policy_compute_ms(latency_policy, LATENCY_TASK, calls=300, idle_s=LATENCY_PERIOD)
+        asleep = f"the same, each call after {LATENCY_PERIOD * 1e3:g} ms asleep (cold caches)"
+        rows.append({"part": "policy after idle", "task": LATENCY_TASK, **idle, "samples": 300,
+                     "note": asleep})  # fmt: skip
         rows += part_rows[1:]
         summary |= lat
         summary |= {"policy_ms_p50": compute["p50"], "policy_ms_p99": compute["p99"]}
+        summary |= {"policy_after_idle_ms_p50": idle["p50"], "policy_after_idle_ms_p99": idle["p99"]}
 
         if cfg.pixel_samples:
             pixel_rows, pixel_summary = _pixel_runs(
