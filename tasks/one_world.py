@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from robolearn.sim import host_xp
+
 log = logging.getLogger(__name__)
 
 
@@ -107,6 +109,12 @@ class Sym:
 
     def __pow__(self, other: Any) -> Any:
         return _power(self, other)
+
+    def __mod__(self, other: Any) -> Any:
+        return _remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _remainder(other, self)
 
     def __neg__(self) -> Any:
         return _negative(self)
@@ -241,6 +249,19 @@ def _divide(a: Any, b: Any) -> Any:
     return _emit("f", "({0} / {1} if {1} else _div0({0}, {1}))", a, b)
 
 
+def _remainder(a: Any, b: Any) -> Any:
+    """``%`` of integers (Python's and numpy's agree: the sign of the divisor); floats refused."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return NotImplemented
+    if not isinstance(a, Sym) and not isinstance(b, Sym):
+        return _fold(np.remainder, a, b)
+    if _kind(a) != "i" or _kind(b) != "i":
+        raise Untraceable("a remainder of floats or booleans")
+    if not isinstance(b, Sym) and _python(b) != 0:
+        return _emit("i", "({} % {})", a, b)
+    return _emit("i", "({0} % {1} if {1} else 0)", a, b)  # numpy's remainder by zero
+
+
 def _power(a: Any, b: Any) -> Any:
     if not isinstance(a, Sym):
         raise Untraceable("a power of a constant to a recorded value")
@@ -320,6 +341,24 @@ def _to_float(a: Any) -> Any:
     return _emit("f", "(1.0 if {} else 0.0)" if a.kind == "b" else "float({})", a)
 
 
+def _to_int(a: Any) -> Any:
+    """int64 of a value of any kind: a float truncated toward zero, as numpy casts it."""
+    if not isinstance(a, Sym):
+        return int(np.asarray(_python(a)).astype(np.int64))
+    if a.kind == "i":
+        return a
+    return _emit("i", "(1 if {} else 0)" if a.kind == "b" else "_trunc({})", a)
+
+
+def _trunc(x: float) -> int:
+    """numpy's cast of a float64 to int64: toward zero; NaN, infinities and what int64 cannot hold
+    as numpy's cast gives them on this machine."""
+    if math.isfinite(x) and -(2.0**63) <= x < 2.0**63:
+        return int(x)
+    with np.errstate(all="ignore"):
+        return int(np.float64(x).astype(np.int64))
+
+
 def _to_bool(a: Any) -> Any:
     if not isinstance(a, Sym):
         return bool(_python(a))
@@ -379,10 +418,15 @@ def _logical_not(a: Any) -> Any:
     return _invert(_to_bool(a))
 
 
-def _arctan2(a: Any, b: Any) -> Any:
-    if not isinstance(a, Sym) and not isinstance(b, Sym):
-        return _fold(np.arctan2, a, b)
-    return _emit("f", "_atan2({}, {})", _to_float(a), _to_float(b))
+def _binary_math(name: str, numpy_fn: Any) -> Callable[[Any, Any], Any]:
+    """A function of two floats by the helper ``name`` of the compiled code's namespace."""
+
+    def fn(a: Any, b: Any) -> Any:
+        if not isinstance(a, Sym) and not isinstance(b, Sym):
+            return _fold(numpy_fn, a, b)
+        return _emit("f", name + "({}, {})", _to_float(a), _to_float(b))
+
+    return fn
 
 
 _ELEMENTWISE: dict[Any, Callable[..., Any]] = {
@@ -396,13 +440,16 @@ _ELEMENTWISE: dict[Any, Callable[..., Any]] = {
     np.square: _square,
     np.sqrt: _sqrt,
     np.power: _power,
-    np.exp: _math("_exp", np.exp),
-    np.tanh: _math("_tanh", np.tanh),
-    np.tan: _math("_tan", np.tan),
-    np.sin: _math("_sin", np.sin),
-    np.cos: _math("_cos", np.cos),
-    np.arctan: _math("_atan", np.arctan),
-    np.arctan2: _arctan2,
+    # numpy's own functions give numpy's values (its SIMD kernels: a value's numpy scalar).
+    np.exp: _math("_np_exp", np.exp),
+    np.tanh: _math("_np_tanh", np.tanh),
+    np.tan: _math("_np_tan", np.tan),
+    np.sin: _math("_np_sin", np.sin),
+    np.cos: _math("_np_cos", np.cos),
+    np.arctan: _math("_np_atan", np.arctan),
+    np.arctan2: _binary_math("_np_atan2", np.arctan2),
+    np.hypot: _binary_math("_np_hypot", np.hypot),
+    np.remainder: _remainder,
     np.less: lambda a, b: _compare("<", a, b),
     np.less_equal: lambda a, b: _compare("<=", a, b),
     np.greater: lambda a, b: _compare(">", a, b),
@@ -423,6 +470,18 @@ _ELEMENTWISE: dict[Any, Callable[..., Any]] = {
 }
 """numpy's ufuncs the recorder follows, each as a function of recorded scalars."""
 
+_HOST_XP_MATH: dict[str, Callable[..., Any]] = {
+    "exp": _math("_exp", np.exp),
+    "tanh": _math("_tanh", np.tanh),
+    "tan": _math("_tan", np.tan),
+    "arctan": _math("_atan", np.arctan),
+    "atan": _math("_atan", np.arctan),
+    "arctan2": _binary_math("_atan2", np.arctan2),
+    "atan2": _binary_math("_atan2", np.arctan2),
+}
+"""``host_xp``'s functions that compute one world's values with ``math`` (up to its ``SMALL``
+values; a wider array is numpy's there, and here)."""
+
 _HELPERS: dict[str, Any] = {
     "_INF": math.inf,
     "_NAN": math.nan,
@@ -430,6 +489,19 @@ _HELPERS: dict[str, Any] = {
     "_atan2": math.atan2,
     "_tanh": math.tanh,
     "_atan": math.atan,
+    **{
+        f"_np_{name}": fn
+        for name, fn in (
+            ("exp", np.exp),
+            ("tanh", np.tanh),
+            ("tan", np.tan),
+            ("sin", np.sin),
+            ("cos", np.cos),
+            ("atan", np.arctan),
+            ("atan2", np.arctan2),
+            ("hypot", np.hypot),
+        )
+    },
 }
 """What compiled code calls besides Python's operators."""
 
@@ -453,13 +525,23 @@ def _math_or_numpy(math_fn: Callable[[float], float], numpy_fn: Any) -> Callable
     return fn
 
 
+def _numpy_scalar(numpy_fn: Any) -> Callable[..., float]:
+    """``numpy_fn`` on Python floats as numpy computes an array's values, as a Python float."""
+
+    def fn(*xs: float) -> float:
+        with np.errstate(all="ignore"):
+            return float(numpy_fn(*xs))
+
+    return fn
+
+
+_HELPERS.update({k: _numpy_scalar(v) for k, v in _HELPERS.items() if k.startswith("_np_")})
 _HELPERS.update(
+    _trunc=_trunc,
     _div0=_div0,
     _sqrt=_math_or_numpy(math.sqrt, np.sqrt),
     _exp=_math_or_numpy(math.exp, np.exp),
     _tan=_math_or_numpy(math.tan, np.tan),
-    _sin=_math_or_numpy(math.sin, np.sin),
-    _cos=_math_or_numpy(math.cos, np.cos),
 )
 
 
@@ -608,6 +690,12 @@ class SymArray(np.ndarray):
     def __bool__(self) -> bool:
         raise Untraceable("a term branches on an array's value")
 
+    def __getitem__(self, key: Any) -> Any:
+        keys = key if isinstance(key, tuple) else (key,)
+        if any(_recorded(k) for k in keys):
+            return _gather(self.view(np.ndarray), keys)
+        return super().__getitem__(key)
+
     @property
     def dtype(self) -> np.dtype[Any]:
         """The type numpy would give the values (terms read it to make arrays like these)."""
@@ -618,6 +706,51 @@ class SymArray(np.ndarray):
 
     def tolist(self) -> Any:  # elements as they are: recorded scalars
         return self.view(np.ndarray).tolist()
+
+
+def _recorded(k: Any) -> bool:
+    """Whether an index holds recorded values (a value chosen by the terms, not a constant)."""
+    if isinstance(k, Sym):
+        return True
+    if not isinstance(k, np.ndarray):
+        return False
+    plain = k.view(np.ndarray)  # a recorded array's dtype reads as its values' type
+    return plain.dtype == object and any(isinstance(v, Sym) for v in plain.flat)
+
+
+def _gather(base: np.ndarray, keys: tuple[Any, ...]) -> Any:
+    """``base[keys]`` where one index holds recorded integers: each element picks its value from a
+    tuple of the candidates along that axis, ``(c0, c1, ...)[i]``, which wraps a negative index and
+    refuses one out of range as numpy does (IndexError)."""
+    at = [p for p, k in enumerate(keys) if _recorded(k)]
+    if len(at) != 1 or any(k is None or k is Ellipsis for k in keys[: at[0]]):
+        raise Untraceable("an index by more than one recorded array, or after a new axis")
+    p = at[0]
+    index = _objects(keys[p])
+    if any(_kind(v) != "i" for v in index.flat):
+        raise Untraceable("an index by recorded values that are not integers")
+    # Which element of the index each result element used: index an array whose values along the
+    # axis are the positions of the index's elements, with the same other keys.
+    ids = np.arange(index.size).reshape(index.shape)
+    positions = np.broadcast_to(
+        np.arange(index.size).reshape((1,) * p + (-1,) + (1,) * (base.ndim - p - 1)),
+        (*base.shape[:p], index.size, *base.shape[p + 1 :]),
+    )
+    used = positions[(*keys[:p], ids, *keys[p + 1 :])]
+    candidates = [
+        base[(*keys[:p], np.full(index.shape, d, dtype=np.intp), *keys[p + 1 :])]
+        for d in range(base.shape[p])
+    ]
+    out = np.empty(np.shape(used), dtype=object)
+    flat_index = list(index.flat)
+    for e, j in enumerate(np.ravel(used)):
+        values = [np.ravel(c)[e] for c in candidates]
+        kinds = {_kind(v) for v in values}
+        if len(kinds) != 1:
+            raise Untraceable("an index into values of mixed kinds")
+        template = "(" + "{}, " * len(values) + ")[{}]"
+        out.reshape(-1)[e] = _emit(kinds.pop(), template, *values, flat_index[j])
+    return out.view(SymArray) if out.ndim else out[()]
 
 
 def _as_recorded(x: Any) -> Any:
@@ -631,6 +764,8 @@ def _astype(x: Any, dtype: Any) -> SymArray:
         return _elementwise(_to_float, x)
     if target == np.bool_:
         return _elementwise(_to_bool, x)
+    if target == np.int64:
+        return _elementwise(_to_int, x)
     if target == np.dtype(object):
         return _objects(x).copy().view(SymArray)
     raise Untraceable(f"a conversion to {target}")
@@ -772,6 +907,10 @@ class _RecordingXp:
     def expand_dims(self, x: Any, /, axis: int) -> SymArray:
         return np.expand_dims(_objects(x), axis).view(SymArray)
 
+    def arange(self, *args: Any, dtype: Any = None, device: Any = None) -> Any:
+        """Constants: numpy's own array (an index of every world, say)."""
+        return np.arange(*args, dtype=dtype)
+
     def tile(self, x: Any, reps: Any) -> SymArray:
         return np.tile(_objects(x), reps).view(SymArray)
 
@@ -783,6 +922,8 @@ class _RecordingXp:
     def __getattr__(self, name: str) -> Any:
         if name in _NAMES:  # types and constants, as numpy's
             return getattr(np, name)
+        if name in _HOST_XP_MATH:
+            return functools.partial(_host_xp_math, name)
         fn = getattr(np, name, None)
         if fn in _ELEMENTWISE:
             return lambda *xs: _elementwise(_ELEMENTWISE[fn], *xs)
@@ -790,6 +931,14 @@ class _RecordingXp:
             alias = {"atan": np.arctan, "atan2": np.arctan2, "abs": np.absolute, "pow": np.power}[name]
             return lambda *xs: _elementwise(_ELEMENTWISE[alias], *xs)
         raise Untraceable(f"xp.{name} is not one the recorder follows")
+
+
+def _host_xp_math(name: str, *xs: Any) -> SymArray:
+    """``host_xp``'s ``name``: ``math``'s values on one world's few values, numpy's on more."""
+    if max(_objects(x).size for x in xs) > host_xp.SMALL:
+        alias = {"atan": "arctan", "atan2": "arctan2"}.get(name, name)
+        return _elementwise(_ELEMENTWISE[getattr(np, alias)], *xs)
+    return _elementwise(_HOST_XP_MATH[name], *xs)
 
 
 _NAMES = {"bool", "float64", "float32", "int64", "int32", "newaxis", "pi", "e", "inf", "nan"}
