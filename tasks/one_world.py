@@ -934,8 +934,10 @@ class _RecordingXp:
 
 
 def _host_xp_math(name: str, *xs: Any) -> SymArray:
-    """``host_xp``'s ``name``: ``math``'s values on one world's few values, numpy's on more."""
-    if max(_objects(x).size for x in xs) > host_xp.SMALL:
+    """``host_xp``'s ``name``: ``math``'s values on one world's few float64 values, numpy's on more
+    or on other types."""
+    arrays = [_objects(x) for x in xs]
+    if max(a.size for a in arrays) > host_xp.SMALL or any(_kind(v) != "f" for a in arrays for v in a.flat):
         alias = {"atan": "arctan", "atan2": "arctan2"}.get(name, name)
         return _elementwise(_ELEMENTWISE[getattr(np, alias)], *xs)
     return _elementwise(_HOST_XP_MATH[name], *xs)
