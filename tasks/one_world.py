@@ -5,22 +5,25 @@ On one world every array a term computes with holds a handful of numbers, and nu
 made about 60 numpy calls a step, most of the Python between two engine calls. So on one world on
 the host, :class:`~robolearn.tasks.worlds.TaskWorlds` runs each group of terms once on symbolic
 arrays (numpy object arrays whose elements record what is done to them), and compiles what they
-recorded into one Python function on floats: the action's terms (``to_controls``), the step's
-(updates, success, terminations, rewards) and the observation's. The recorded function reads the
-same backend arrays, task state and counters (each with one ``tolist``), does the same IEEE
-operations in the same order (numpy's pairwise order for sums; ``clip``, ``maximum`` and ``minimum``
-by comparisons, as :mod:`robolearn.sim.host_xp` computes them; its transcendental functions by
-Python's ``math``, as ``host_xp`` computes one world's), and returns Python numbers.
-tests/test_equivalence.py holds every task to its recorded trajectories either way, and
-tests/test_one_world.py each operation to numpy's.
+recorded into one Python function on floats: the action's bounds, the action term
+(``to_controls``), the step's terms (updates, success, terminations, rewards and the step's ends)
+and the observation's; ``policy_node``'s view of a robot compiles its observation the same way
+(:class:`CompiledGroups` runs them). The recorded function reads the same backend arrays, task
+state and counters (each with one ``tolist``; a backend's live views directly), does the same IEEE
+operations in the same order (numpy's pairwise order for sums; ``clip``, ``maximum`` and
+``minimum`` by comparisons, as :mod:`robolearn.sim.host_xp` computes them; ``env.xp``'s
+transcendental functions by Python's ``math`` where ``host_xp`` uses it, numpy's own functions by
+numpy), and returns Python numbers. tests/test_one_world.py holds each operation and every task's
+trajectory to the array path's, tests/test_equivalence.py every task to its recordings.
 
 A group the recorder cannot follow is never compiled; it keeps the array path, with the same
 results. That is a term that branches on a value (``if``, ``bool()``), draws random numbers, calls a
 backend method that does not read state, writes to what it reads (the backend's arrays, the
 action, the counters), computes in float32, or calls a numpy function outside the recorder's list
-(:data:`_ARRAY_FUNCTIONS` and :data:`_ELEMENTWISE`). A term's value must depend only on what it reads
-through ``env`` and its parameters, the contract of every term: a task with terms that keep their
-own state (classes with ``reset``) is never compiled.
+(:data:`_ARRAY_FUNCTIONS`, :data:`_ELEMENTWISE` and :class:`_RecordingXp`). A term's value must
+depend only on what it reads through ``env`` and its parameters, the contract of every term: a task
+with terms that keep their own state (classes with ``reset``) is never compiled. A group whose
+compiled code would not be faster (:attr:`Program.faster_than_arrays`) stays on arrays too.
 """
 
 from __future__ import annotations
@@ -159,9 +162,6 @@ class Sym:
         return _compare("!=", self, other)
 
 
-Scalar = Any
-"""A recorded :class:`Sym` or a Python number (a constant)."""
-
 _INF_CODE = {math.inf: "_INF", -math.inf: "(-_INF)"}
 
 
@@ -205,9 +205,9 @@ def _rec(*xs: Any) -> _Recording | None:
 def _emit(kind: str, template: str, *xs: Any) -> Any:
     """Record ``template`` filled with the operands' code; constants only are folded by numpy."""
     rec = _rec(*xs)
-    codes = [_code(x) for x in xs]
-    if rec is None:  # every operand is a constant: no statement (the caller folds it)
+    if rec is None:  # every operand is a constant: the caller folds it, a bug if not
         raise AssertionError("constant operands reach _emit")
+    codes = [_code(x) for x in xs]
     deps = tuple(itertools.chain.from_iterable(d for _, d in codes))
     return rec.op(kind, template.format(*(c for c, _ in codes)), deps)
 
