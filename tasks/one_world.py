@@ -327,8 +327,6 @@ def _where(c: Any, a: Any, b: Any) -> Any:
         if "b" in (ka, kb):
             raise Untraceable("where() between a boolean and a number")
         a, b = (_to_float(a), _to_float(b)) if "f" in (ka, kb) else (a, b)
-    if not isinstance(a, Sym) and not isinstance(b, Sym) and not isinstance(c, Sym):
-        return a if c else b
     return _emit(_kind(a), "({1} if {0} else {2})", c, a, b)
 
 
@@ -399,11 +397,11 @@ def _isnan(a: Any) -> Any:
 
 def _maximum(a: Any, b: Any) -> Any:
     """host_xp.maximum's values: ``a`` where ``a > b`` or ``a`` is NaN, else ``b``."""
-    return _where(_logical("|", _to_bool(_compare(">", a, b)), _to_bool(_isnan(a))), a, b)
+    return _where(_logical("|", _compare(">", a, b), _isnan(a)), a, b)
 
 
 def _minimum(a: Any, b: Any) -> Any:
-    return _where(_logical("|", _to_bool(_compare("<", a, b)), _to_bool(_isnan(a))), a, b)
+    return _where(_logical("|", _compare("<", a, b), _isnan(a)), a, b)
 
 
 def _logical_and(a: Any, b: Any) -> Any:
@@ -482,45 +480,16 @@ _HOST_XP_MATH: dict[str, Callable[..., Any]] = {
 """``host_xp``'s functions that compute one world's values with ``math`` (up to its ``SMALL``
 values; a wider array is numpy's there, and here)."""
 
-_HELPERS: dict[str, Any] = {
-    "_INF": math.inf,
-    "_NAN": math.nan,
-    "_isfinite": math.isfinite,
-    "_atan2": math.atan2,
-    "_tanh": math.tanh,
-    "_atan": math.atan,
-    **{
-        f"_np_{name}": fn
-        for name, fn in (
-            ("exp", np.exp),
-            ("tanh", np.tanh),
-            ("tan", np.tan),
-            ("sin", np.sin),
-            ("cos", np.cos),
-            ("atan", np.arctan),
-            ("atan2", np.arctan2),
-            ("hypot", np.hypot),
-        )
-    },
-}
-"""What compiled code calls besides Python's operators."""
-
-
-def _div0(a: float, b: float) -> float:
-    """numpy's quotient by zero."""
-    with np.errstate(all="ignore"):
-        return float(np.true_divide(np.float64(a), np.float64(b)))
-
 
 def _math_or_numpy(math_fn: Callable[[float], float], numpy_fn: Any) -> Callable[[float], float]:
     """``math_fn`` where it returns a value, numpy's where it raises (overflow, a negative root)."""
+    fallback = _numpy_scalar(numpy_fn)
 
     def fn(x: float) -> float:
         try:
             return math_fn(x)
         except (OverflowError, ValueError):
-            with np.errstate(all="ignore"):
-                return float(numpy_fn(np.float64(x)))
+            return fallback(x)
 
     return fn
 
@@ -535,14 +504,27 @@ def _numpy_scalar(numpy_fn: Any) -> Callable[..., float]:
     return fn
 
 
-_HELPERS.update({k: _numpy_scalar(v) for k, v in _HELPERS.items() if k.startswith("_np_")})
-_HELPERS.update(
-    _trunc=_trunc,
-    _div0=_div0,
-    _sqrt=_math_or_numpy(math.sqrt, np.sqrt),
-    _exp=_math_or_numpy(math.exp, np.exp),
-    _tan=_math_or_numpy(math.tan, np.tan),
-)
+_NUMPY_FUNCTIONS = {
+    "exp": np.exp, "tanh": np.tanh, "tan": np.tan, "sin": np.sin, "cos": np.cos,
+    "atan": np.arctan, "atan2": np.arctan2, "hypot": np.hypot,
+}  # fmt: skip
+"""numpy's functions compiled code calls as ``_np_<name>`` (numpy's values)."""
+
+_HELPERS: dict[str, Any] = {
+    "_INF": math.inf,
+    "_NAN": math.nan,
+    "_isfinite": math.isfinite,
+    "_atan2": math.atan2,
+    "_tanh": math.tanh,
+    "_atan": math.atan,
+    "_sqrt": _math_or_numpy(math.sqrt, np.sqrt),
+    "_exp": _math_or_numpy(math.exp, np.exp),
+    "_tan": _math_or_numpy(math.tan, np.tan),
+    "_trunc": _trunc,
+    "_div0": _numpy_scalar(np.true_divide),  # numpy's quotient by zero: inf, nan, signed zeros
+    **{f"_np_{name}": _numpy_scalar(fn) for name, fn in _NUMPY_FUNCTIONS.items()},
+}
+"""What compiled code calls besides Python's operators."""
 
 
 # -- reductions --------------------------------------------------------------------------------
@@ -633,7 +615,7 @@ def _objects(x: Any) -> np.ndarray:
         out = np.empty((), dtype=object)
         out[()] = x
         return out
-    return np.asarray(x).astype(object) if not isinstance(x, np.generic) else _objects(np.asarray(x))
+    return _objects(np.asarray(x))  # Python numbers and numpy scalars, by their arrays' type
 
 
 def _count_array_op(arrays: Sequence[np.ndarray]) -> None:
@@ -788,11 +770,15 @@ def _np_clip(x: Any, a_min: Any = None, a_max: Any = None, *args: Any, **kwargs:
     return x if isinstance(x, SymArray) else _objects(x).view(SymArray)
 
 
+def _filled(shape: Any, value: Any, kind: str) -> SymArray:
+    """An array of one constant of numpy's ``kind``."""
+    return np.full(shape, _literal(value, kind), dtype=object).view(SymArray)
+
+
 def _like(value: Any) -> Callable[..., SymArray]:
     def fn(x: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> SymArray:
         a = _objects(x)
-        kind = _dtype_kind(dtype) if dtype is not None else _common_kind(a)
-        return np.full(a.shape, _literal(value, kind), dtype=object).view(SymArray)
+        return _filled(a.shape, value, _dtype_kind(dtype) if dtype is not None else _common_kind(a))
 
     return fn
 
@@ -806,14 +792,10 @@ def _common_kind(a: np.ndarray) -> str:
 
 
 def _dtype_kind(dtype: Any) -> str:
-    kind = np.dtype(dtype).kind
-    if kind == "f" and np.dtype(dtype) != np.float64:
-        raise Untraceable(f"a term computes with {np.dtype(dtype)}")
-    return {"f": "f", "i": "i", "b": "b"}.get(kind) or _unsupported(f"dtype {dtype}")
-
-
-def _unsupported(what: str) -> Any:
-    raise Untraceable(what)
+    target = np.dtype(dtype)
+    if target.kind not in ("f", "i", "b") or (target.kind == "f" and target != np.float64):
+        raise Untraceable(f"a term computes with {target}")
+    return target.kind
 
 
 def _literal(value: float, kind: str) -> Any:
@@ -862,13 +844,13 @@ class _RecordingXp:
         return _astype(x, dtype)
 
     def zeros(self, shape: Any, dtype: Any = np.float64, device: Any = None) -> SymArray:
-        return np.full(shape, _literal(0, _dtype_kind(dtype)), dtype=object).view(SymArray)
+        return _filled(shape, 0, _dtype_kind(dtype))
 
     def ones(self, shape: Any, dtype: Any = np.float64, device: Any = None) -> SymArray:
-        return np.full(shape, _literal(1, _dtype_kind(dtype)), dtype=object).view(SymArray)
+        return _filled(shape, 1, _dtype_kind(dtype))
 
     def full(self, shape: Any, fill_value: Any, dtype: Any = np.float64, device: Any = None) -> SymArray:
-        return np.full(shape, _literal(fill_value, _dtype_kind(dtype)), dtype=object).view(SymArray)
+        return _filled(shape, fill_value, _dtype_kind(dtype))
 
     def zeros_like(self, x: Any, /, dtype: Any = None, **kwargs: Any) -> SymArray:
         return _like(0)(x, dtype)
@@ -1128,7 +1110,7 @@ class Program:
 
 NUMPY_CALL_US = 0.7
 """What a numpy call of the array path costs on one world's values, with its share of the term
-calls around it (us). This and the two below were measured on a 2-core Intel Xeon VM (each group of
+calls around it (us). This and the two below were measured on a 2-core AMD EPYC VM (each group of
 ant's and pick-cube's terms timed both ways): ant's step terms, 26 numpy calls, took 19.1 us on
 arrays and 8.0 compiled (591 operations, 7 arrays read); pick-cube's, 23 calls, 18.1 and 1.2; ant's
 observation (a clip of 78 contact forces, 2 calls) 7.2 us either way."""
@@ -1176,11 +1158,10 @@ def compile_group(
             writes[key] = _values(current)
     if set(view.state) != set(view.originals):
         raise Untraceable("a term adds task state")
-    source, operations = _source(rec, leaves, outputs, writes, label)
+    source, operations, reads = _source(rec, leaves, outputs, writes, label)
     namespace: dict[str, Any] = {**_HELPERS, **leaves.readers, "StaleProgram": StaleProgram}
     exec(compile(source, f"<robolearn one world: {label}>", "exec"), namespace)  # our own recording
     shapes = tuple(r.shape for r in results)
-    reads = sum(1 for leaf in leaves.leaves.values() if f"\n    {leaf.name} = " in source)
     return Program(
         namespace["program"],
         source,
@@ -1203,10 +1184,10 @@ MAX_INLINE_DEPTH = 40
 
 def _source(
     rec: _Recording, leaves: _Leaves, outputs: list[list[Any]], writes: dict[str, list[Any]], label: str
-) -> tuple[str, int]:
+) -> tuple[str, int, int]:
     """The recorded operations that the outputs and state writes need, as ``def program(_w, _a)``
     (every leaf read and checked first, the state written last: a stale leaf changes nothing),
-    and how many operations it does."""
+    how many operations it does and how many arrays it reads."""
     needed: set[str] = set()
     for values in [*outputs, *writes.values()]:
         for v in values:
@@ -1245,10 +1226,11 @@ def _source(
         return substituted(code, deps)[0]
 
     body = [f"def program(_w, _a):  # {label}"]
-    for leaf in leaves.leaves.values():
-        if leaf.name in needed and leaf.live:
+    read = [leaf for leaf in leaves.leaves.values() if leaf.name in needed]
+    for leaf in read:
+        if leaf.live:
             body.append(f"    {leaf.name} = {leaf.read}.tolist()")
-        elif leaf.name in needed:
+        else:
             body.append(f"    {leaf.name} = {leaf.read}.ravel().tolist()")
             body.append(f"    if len({leaf.name}) != {leaf.size}:")
             body.append("        raise StaleProgram")
@@ -1257,7 +1239,7 @@ def _source(
         body.append(f"    _w.state[{key!r}].reshape(-1)[:] = [" + ", ".join(map(value, values)) + "]")
     returned = ", ".join("[" + ", ".join(map(value, values)) + "]" for values in outputs)
     body.append(f"    return ({returned},)" if len(outputs) == 1 else f"    return ({returned})")
-    return "\n".join(body) + "\n", len(kept)
+    return "\n".join(body) + "\n", len(kept), len(read)
 
 
 class CompiledGroups:

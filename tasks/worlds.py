@@ -166,8 +166,8 @@ class TaskWorlds(TermConstants):
         ] + ([self.cfg.success.fn] if hasattr(self.cfg.success.fn, "reset") else [])
         # One world's groups of terms as Python on floats, each compiled at its first use (None: it
         # stays on arrays). Not with terms that keep their own state: the recording could not see it.
-        self._compile = compile_terms and self.on_host and num_envs == 1 and not self._stateful_terms
-        self._compiled = one_world.CompiledGroups(self, self._compile, f"task {self.cfg.name}")
+        compile_here = compile_terms and self.on_host and num_envs == 1 and not self._stateful_terms
+        self._compiled = one_world.CompiledGroups(self, compile_here, f"task {self.cfg.name}")
         self._run_compiled = self._compiled.run
         self.reseed(seed)
         # The reward terms as the step calls them, looked up once (issue 18): the function, its
@@ -241,22 +241,22 @@ class TaskWorlds(TermConstants):
         compiled = None if noise else self._run_compiled("observation", self._record_observation)
         if compiled is not None:  # one world: its row, in float32 as the block would round it
             row = np.array(compiled[0], dtype=np.float32)
+            block = row.reshape(1, -1)
+        else:
+            n = self.num_envs
+            for _, term, out, _ in self._obs_columns:
+                value = term.fn(self, **term.params)
+                if not isinstance(value, np.ndarray) or value.ndim != 2:
+                    value = np.reshape(np.asarray(value), (n, -1))
+                if noise and term.noise_std > 0:
+                    value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
+                out[...] = value  # the float32 rounding of astype, without its temporary
             if world is None:
-                block = row.reshape(1, -1)
-                return {key: block[:, columns] for key, _, _, columns in self._obs_columns}
-            return {key: row[columns] for key, _, _, columns in self._obs_columns}
-        n = self.num_envs
-        for _, term, out, _ in self._obs_columns:
-            value = term.fn(self, **term.params)
-            if not isinstance(value, np.ndarray) or value.ndim != 2:
-                value = np.reshape(np.asarray(value), (n, -1))
-            if noise and term.noise_std > 0:
-                value = value + self._noise_rng.normal(0.0, term.noise_std, value.shape)
-            out[...] = value  # the float32 rounding of astype, without its temporary
+                block = self._obs_block.copy()
+            else:
+                row = self._obs_block[world].copy()
         if world is None:
-            block = self._obs_block.copy()
             return {key: block[:, columns] for key, _, _, columns in self._obs_columns}
-        row = self._obs_block[world].copy()
         return {key: row[columns] for key, _, _, columns in self._obs_columns}
 
     def _record_observation(self, view: Any, _: Any) -> list[Any]:
@@ -337,7 +337,7 @@ class TaskWorlds(TermConstants):
         if host_xp.all_finite(act):  # the common case, in one check over every world
             rejected = self._none_rejected
             # float64 exactly as the clip would convert float32 (a compiled group reads float64 alone).
-            exact = act if act.dtype == np.float64 or not self._compile else act.astype(np.float64)
+            exact = act if act.dtype == np.float64 or not self._compiled.enabled else act.astype(np.float64)
             compiled = self._run_compiled("bounds", self._record_bounds, exact)
             if compiled is not None:
                 return np.array(compiled[0], dtype=np.float64).reshape(shape), rejected
@@ -439,11 +439,7 @@ class TaskWorlds(TermConstants):
                 np.array(terminated, dtype=bool),
                 np.array(truncated, dtype=bool),
             )
-        for update in cfg.updates.values():
-            update.fn(self, **update.params)
-        success = self.step_success = self._condition(self, cfg.success)
-        for key, done_term in cfg.terminations.items():
-            self.step_terminations[key] = self._condition(self, done_term)
+        success = self._conditions(self)
         terminated, truncated = self._ends(self, success, unstable)
         # Returned as it is, terminated would be success itself or (on a device, where no tensor is
         # read-only) the shared zeros: a caller writing to it would change what it must not.
@@ -453,14 +449,9 @@ class TaskWorlds(TermConstants):
 
     def _record_step(self, view: Any, unstable: Any) -> list[Any]:
         """:meth:`_evaluate`'s terms on a recording view of one world."""
-        cfg = self.cfg
-        for update in cfg.updates.values():
-            update.fn(view, **update.params)
-        view.step_success = self._condition(view, cfg.success)
-        for key, done_term in cfg.terminations.items():
-            view.step_terminations[key] = self._condition(view, done_term)
-        outputs = [view.step_success, *(view.step_terminations[key] for key in cfg.terminations)]
-        outputs += [self._reward_sum(view), *self._ends(view, view.step_success, unstable)]
+        success = self._conditions(view)
+        outputs = [success, *(view.step_terminations[key] for key in self.cfg.terminations)]
+        outputs += [self._reward_sum(view), *self._ends(view, success, unstable)]
         if any(math.prod(o.shape) != 1 for o in outputs):
             raise one_world.Untraceable("a condition or the reward is not one value per world")
         return outputs
@@ -476,6 +467,18 @@ class TaskWorlds(TermConstants):
             else:
                 terminated = terminated | env.step_terminations[key]
         return terminated, truncated & ~terminated
+
+    def _conditions(self, env: Any) -> Any:
+        """The step's updates, then its success and termination terms on ``env`` (these worlds, or
+        a recording view of one) into ``env.step_success`` and ``env.step_terminations``, each a
+        fresh boolean array; returns the success."""
+        cfg = self.cfg
+        for update in cfg.updates.values():
+            update.fn(env, **update.params)
+        env.step_success = self._condition(env, cfg.success)
+        for key, done_term in cfg.terminations.items():
+            env.step_terminations[key] = self._condition(env, done_term)
+        return env.step_success
 
     @staticmethod
     def _condition(env: Any, term: Any) -> Any:
