@@ -97,6 +97,33 @@ def test_each_row_carries_the_success_and_its_95_percent_interval() -> None:
     assert f"{low:.2f}-{high:.2f}" in format_finetune_table([row])
 
 
+def test_a_robot_runs_row_says_how_soon_its_policy_worked_on_its_own() -> None:
+    from robolearn.bench.finetune import _row, format_finetune_table
+
+    human = {"transitions": 3_000, "success_rate_intervened": 1.0, "success_rate_own": 0.7}
+    trained = {"env_steps": 30_000, "robot": {"overruns": 5}, "interventions": human}
+    # 10,290 robot steps at the car's 50 Hz: 3.43 robot minutes.
+    row = _row(
+        "car",
+        "finetuned",
+        _evaluated(0.9, 40),
+        trained | {"interventions": human | {"steps_to_own_success_80": 10_290}},
+        11.0,
+        0.02,
+    )
+    assert row["own_minutes_to_80"] == pytest.approx(3.43)
+    assert "3.43" in format_finetune_table([row])
+    never = _row(
+        "car",
+        "scratch",
+        _evaluated(0.2, 40),
+        trained | {"interventions": human | {"steps_to_own_success_80": None}},
+        11.0,
+        0.02,
+    )
+    assert never["own_minutes_to_80"] is None
+
+
 def test_each_recipe_is_a_robot_run_with_its_own_train_options() -> None:
     from robolearn.bench.finetune import recipe_options, run_name
     from robolearn.rl.config import TrainCfg
@@ -194,6 +221,9 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
     for row in rows[1:]:
         assert 0.0 <= row["person_share"] < 1.0, row
         assert all(row[k] is None or 0.0 <= row[k] <= 1.0 for k in ("person_success", "own_success")), row
+        assert row["own_minutes_to_80"] is None or 0.0 < row["own_minutes_to_80"] <= 0.1 + 1e-9, row
+    assert summary["finetuned_minutes_to_own_80"] == rows[1]["own_minutes_to_80"]
+    assert summary["scratch_minutes_to_own_80"] == rows[-1]["own_minutes_to_80"]
     assert (summary["intervene_on_disagreement"], summary["intervene_hold"]) == (0.3, 5)
     config = json.loads((tmp_path / "arm" / "finetuned" / "config.json").read_text())
     assert (config["intervene_on_disagreement"], config["intervene_hold"]) == (0.3, 5)

@@ -11,9 +11,11 @@ import pytest
 from robolearn.data.reader import read_dataset
 from robolearn.data.validate import validate_dataset
 from robolearn.errors import ConfigError, CorruptFileError
+from robolearn.hil.interventions import InterventionStats
+from robolearn.rl.actor_learner import EpisodeStats
 from robolearn.rl.checkpoint import load_checkpoint
 from robolearn.rl.config import SACConfig, TrainCfg
-from robolearn.rl.train import RunState, train
+from robolearn.rl.train import RunState, steps_to_own_success, train
 
 
 def _hil_cfg(tmp_path: Path, **overrides: object) -> TrainCfg:
@@ -76,6 +78,8 @@ def test_intervened_transitions_land_in_both_buffers_and_are_flagged(tmp_path: P
     assert by_person[True] and by_person[False]
     for person, key in ((True, "success_rate_intervened"), (False, "success_rate_own")):
         assert summary["interventions"][key] == pytest.approx(np.mean(by_person[person])), key
+    to_own = summary["interventions"]["steps_to_own_success_80"]
+    assert to_own is None or 0 < to_own <= summary["env_steps"]
 
     # Each demonstration transition is a flagged frame of the dataset (same observation).
     flagged_obs = np.concatenate(
@@ -89,6 +93,25 @@ def test_intervened_transitions_land_in_both_buffers_and_are_flagged(tmp_path: P
     demo_goal = demos.obs["goal_from_ee"][: len(demos)]
     matches = [np.abs(demo_goal - row).max(axis=1).min() < 1e-6 for row in flagged_obs]
     assert all(matches)
+
+
+def test_steps_to_own_success_counts_every_episode_and_judges_the_own_ones() -> None:
+    def episodes(outcomes: list[tuple[int, bool, float]]) -> EpisodeStats:
+        lengths, successes, rates = (list(column) for column in zip(*outcomes, strict=True))
+        return EpisodeStats(
+            lengths=lengths, successes=successes, interventions=InterventionStats(rates=rates)
+        )
+
+    # Own episodes of 100 steps (the 3rd and 6th failing) and a person's failed one of 50 steps after
+    # the 4th, which counts in the steps but not in the window: 8 of 10 own at the 10th own one.
+    own = [(100, ok, 0.0) for ok in (True, True, False, True, True, False, True, True, True, True)]
+    person = [(50, False, 1.0)]
+    assert steps_to_own_success(episodes(own[:4] + person + own[4:])) == 1_050
+    # A third failure in the window: not yet, until an eleventh own success pushes it out.
+    worse = [(100, False, 0.0), *own[1:]]
+    assert steps_to_own_success(episodes(worse)) is None
+    assert steps_to_own_success(episodes([*worse, (100, True, 0.0)])) == 1_100
+    assert steps_to_own_success(EpisodeStats()) is None
 
 
 def test_hil_needs_a_robolearn_task(tmp_path: Path) -> None:

@@ -25,6 +25,9 @@ The last line of ``robolearn bench finetune`` is one JSON object with ``zero_sho
 ``finetuned_minutes`` (used) for the arm, the same keys ending in ``_car`` for the car, and
 ``goal_met`` for each: fine-tuned at least ``goal`` (0.95) within the budget (20 robot minutes)
 where zero-shot is below ``zero_shot_below`` (0.6), and well above from-scratch (:data:`WELL_ABOVE`).
+``finetuned_minutes_to_own_80`` and ``scratch_minutes_to_own_80`` say how soon each run's policy
+worked on its own: the robot minutes until 8 of 10 of its own training episodes (those nobody
+drove) had succeeded, the first time (null: never).
 ``--calibrate 0.5 1.0`` measures only the zero-shot success at those gap strengths, to pick one.
 """
 
@@ -359,7 +362,7 @@ def _embodiment(
         minutes[name] = _minutes_used(trained, task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")
         results[name] = _robot_success(run_dir, name, task, cfg, sub, gap)
-        rows.append(_row(embodiment, name, results[name], trained, wall))
+        rows.append(_row(embodiment, name, results[name], trained, wall, make_task_cfg(task).control_dt))
     x = SUFFIX[embodiment]
     first = run_name(cfg.recipes[0])
     goal = goal_check(cfg, results, minutes[first], first)
@@ -375,6 +378,9 @@ def _embodiment(
         f"robot_minutes{x}": cfg.robot_minutes,
         f"finetuned_minutes{x}": minutes[first],
         f"scratch_minutes{x}": minutes.get("scratch"),
+        # How soon each run's policy worked on its own (8 of 10 of its own training episodes).
+        f"finetuned_minutes_to_own_80{x}": rows[1]["own_minutes_to_80"],
+        f"scratch_minutes_to_own_80{x}": rows[-1]["own_minutes_to_80"] if cfg.scratch else None,
         f"gap{x}": {"backend": "pybullet", "obs_latency_ms": cfg.obs_latency_ms, "obs_noise": cfg.obs_noise}
         | {"strength": cfg.gap_strength}
         | gap,
@@ -447,12 +453,19 @@ def run_finetune_bench(
 
 
 def _row(
-    embodiment: str, name: str, evaluated: dict[str, Any], trained: dict[str, Any] | None, wall: float
+    embodiment: str,
+    name: str,
+    evaluated: dict[str, Any],
+    trained: dict[str, Any] | None,
+    wall: float,
+    control_dt: float = 0.0,
 ) -> dict[str, Any]:
-    """A policy's row; ``trained`` is its robot run's summary (None: not trained on the robot)."""
+    """A policy's row; ``trained`` is its robot run's summary (None: not trained on the robot) at
+    the task's ``control_dt``."""
     robot = None if trained is None else trained.get("robot")
     human = None if trained is None else trained.get("interventions")
     steps = 0 if trained is None else trained["env_steps"]
+    to_own = None if human is None else human.get("steps_to_own_success_80")
     return {
         "embodiment": embodiment,
         "policy": name,
@@ -467,6 +480,8 @@ def _row(
         # cannot drive the robot teaches a fresh learner little (docs/ros.md, the car's person).
         "person_success": None if human is None else human.get("success_rate_intervened"),
         "own_success": None if human is None else human.get("success_rate_own"),
+        # Robot minutes until 8 of 10 of the policy's own training episodes succeeded (None: never).
+        "own_minutes_to_80": None if to_own is None else to_own * control_dt / 60,
         "wall_minutes": wall,
         "overruns": None if robot is None else robot["overruns"],
     }
@@ -482,6 +497,7 @@ COLUMNS = (
     ("person_share", "person's share of them"),
     ("person_success", "person's episodes succeeded"),
     ("own_success", "own episodes succeeded"),
+    ("own_minutes_to_80", "robot minutes to 8 of 10 own"),
     ("wall_minutes", "wall minutes"),
     ("overruns", "control-period overruns"),
 )

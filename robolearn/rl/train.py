@@ -9,6 +9,7 @@ summary.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import logging
@@ -876,7 +877,28 @@ def _success_by_intervention(ep: EpisodeStats) -> dict[str, float | None]:
         flags = [s for s, r in zip(successes, rates, strict=True) if (r > 0) == person] if aligned else []
         return float(np.mean(flags)) if flags else None
 
-    return {"success_rate_intervened": rate(True), "success_rate_own": rate(False)}
+    return {
+        "success_rate_intervened": rate(True),
+        "success_rate_own": rate(False),
+        "steps_to_own_success_80": steps_to_own_success(ep)
+        if aligned and len(ep.lengths) == len(rates)
+        else None,
+    }
+
+
+def steps_to_own_success(ep: EpisodeStats, window: int = 10, good: int = 8) -> int | None:
+    """Environment steps (the lengths of all ended episodes, a person's included, summed: on one
+    robot, its steps) by which ``good`` of the last ``window`` episodes nobody drove had succeeded,
+    the first time; None where that never happened. How soon a policy works on its own, the figure
+    that tells a pretrained run from a fresh one when a person carries both (docs/ros.md)."""
+    steps, recent = 0, collections.deque[bool](maxlen=window)
+    for length, success, rate in zip(ep.lengths, ep.successes, ep.interventions.rates, strict=True):
+        steps += length
+        if rate == 0.0:
+            recent.append(success)
+            if len(recent) == window and sum(recent) >= good:
+                return steps
+    return None
 
 
 def _checkpoint(
