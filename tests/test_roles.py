@@ -28,7 +28,11 @@ def _env(n: int = 3) -> TaskEnv:
 
 
 def _roles(
-    env: TaskEnv, *, random_steps: int = 0, interventions: Interventions | None = None
+    env: TaskEnv,
+    *,
+    random_steps: int = 0,
+    random_episode_steps: int = 0,
+    interventions: Interventions | None = None,
 ) -> tuple[ActorRole, LearnerRole, LocalExchange]:
     shapes = {k: tuple(s.shape) for k, s in env.single_observation_space.items()}
     layout = ObsLayout(shapes)
@@ -43,7 +47,14 @@ def _roles(
         return policy_from_weights(weights, layout, scaler.low, scaler.high, CFG.hidden).act
 
     actor = ActorRole(
-        env, exchange, make_policy, scaler, seed=2, random_steps=random_steps, interventions=interventions
+        env,
+        exchange,
+        make_policy,
+        scaler,
+        seed=2,
+        random_steps=random_steps,
+        random_episode_steps=random_episode_steps,
+        interventions=interventions,
     )
     return actor, learner, exchange
 
@@ -64,6 +75,35 @@ def test_the_actor_acts_at_random_until_weights_arrive_then_with_them() -> None:
     # With weights, the actions are the published policy's (exploring): inside the bounds.
     assert np.all(actor.scaler.to_physical(item.batch.action) >= low - 1e-6)
     assert np.all(actor.scaler.to_physical(item.batch.action) <= high + 1e-6)
+    env.close()
+
+
+def test_the_warm_ups_episodes_end_early_as_truncations_and_later_ones_run_their_length() -> None:
+    env = _env(2)
+    actor, learner, exchange = _roles(env, random_steps=120, random_episode_steps=25)
+    items: list[Transitions] = []
+    while actor.env_steps < 120:  # 60 steps of two worlds, all in the warm-up
+        actor.step()
+        (item,) = exchange.receive_transitions()
+        items.append(item)
+        if item.episodes.lengths:
+            # A truncation: the value bootstraps, and the next state continues the cut episode...
+            assert not item.batch.terminated.any()
+            step = np.linalg.norm(item.batch.next_obs["ee_pos"] - item.batch.obs["ee_pos"], axis=1)
+            assert np.all(step < 0.05), step
+            # ...while the actor goes on from a reset: a new goal.
+            assert (
+                not np.isclose(actor.obs["goal_from_ee"], item.batch.next_obs["goal_from_ee"])
+                .all(axis=1)
+                .any()
+            )
+    assert [n for item in items for n in item.episodes.lengths] == [25] * 4  # each world cut at 25 and 50
+    learner.publish()  # the policy acts from here: episodes run to the task's 100 steps
+    items = []
+    for _ in range(90):
+        actor.step()
+        items += exchange.receive_transitions()
+    assert [n for item in items for n in item.episodes.lengths] == [100, 100]
     env.close()
 
 

@@ -127,7 +127,8 @@ class ActorRole:
     """Steps a vector environment with the latest published policy and sends what it saw.
 
     Until weights arrive (and for ``random_steps`` env steps) it acts uniformly at random, the
-    usual SAC warm-up. With ``interventions``, people (or scripted stand-ins) may take over any
+    usual SAC warm-up, whose episodes end after ``random_episode_steps`` (0: where the task ends
+    them) as truncations. With ``interventions``, people (or scripted stand-ins) may take over any
     world at any step; with ``reward_fn`` a learned success classifier gives the reward and ends
     an episode it judges successful, as SERL does where no simulator computes the reward;
     ``recorder`` receives every step, for a dataset of the training episodes. With a discrete
@@ -144,6 +145,7 @@ class ActorRole:
         *,
         seed: int,
         random_steps: int,
+        random_episode_steps: int = 0,
         interventions: Interventions | None = None,
         reward_fn: RewardFn | None = None,
         recorder: EpisodeWriter | None = None,
@@ -155,6 +157,7 @@ class ActorRole:
         self.make_policy = make_policy
         self.scaler = scaler
         self.random_steps = random_steps
+        self.random_episode_steps = random_episode_steps
         self.interventions = interventions
         self.reward_fn = reward_fn
         self.recorder = recorder
@@ -185,6 +188,7 @@ class ActorRole:
             self.version, weights = latest
             self.policy = self.make_policy(weights)
         n = self.env.num_envs
+        warm_up = self.policy is None or self.env_steps < self.random_steps
         action = self._act()
         interventions = self.interventions
         human = interventions.apply(self.obs, action) if interventions is not None else None
@@ -213,8 +217,16 @@ class ActorRole:
         forced_end &= ~env_ended
         if forced_end.any():
             episodes.add(self.stats.end(forced_end, forced_success))
-            next_obs, _ = self.env.reset(options={"reset_mask": forced_end})
-        ended = env_ended | forced_end
+        # The warm-up's long episodes cut short: truncations (``terminated`` stays, so the values
+        # still bootstrap), with the environment's own success so far.
+        cut = np.zeros(n, bool)
+        if warm_up and self.random_episode_steps:
+            cut = (self.stats.lengths >= self.random_episode_steps) & ~(env_ended | forced_end)
+            if cut.any():
+                episodes.add(self.stats.end(cut))
+        if (forced_end | cut).any():
+            next_obs, _ = self.env.reset(options={"reset_mask": forced_end | cut})
+        ended = env_ended | forced_end | cut
         if interventions is not None:
             interventions.episodes_ended(np.flatnonzero(ended), episodes.interventions)
         if self.recorder is not None:

@@ -316,6 +316,11 @@ class TrainCfg:
     """Success probability above which the classifier gives reward 1 (None: the one it was saved with)."""
     random_steps: int = 1_000
     """Environment steps of uniform random actions before the policy acts."""
+    random_episode_steps: int = 0
+    """End the random steps' episodes after this many steps each, as truncations (the values still
+    bootstrap); 0: at the task's own length. An episode as long as the whole random phase
+    (HalfCheetah's 1,000 steps) gives the first updates one trajectory, which flips onto its back
+    for some seeds and stays there (docs/learner.md); shorter ones give them several starts."""
     learning_starts: int = 1_000
     """Transitions to collect before the first update."""
     replay_capacity: int = 200_000
@@ -488,6 +493,7 @@ class TrainCfg:
         check_intervention_gate(self.intervene_on_disagreement, self.intervene_patience, self.intervene_hold)
         check_range("--reward-threshold", self.reward_threshold, 0, 1, allow_none=True)
         check_range("--random-steps", self.random_steps, 0)
+        check_range("--random-episode-steps", self.random_episode_steps, 0)
         check_range("--learning-starts", self.learning_starts, 0)
         check_range("--replay-capacity", self.replay_capacity, 1)
         check_range("--replay-budget-mb", self.replay_budget_mb, 0, low_open=True)

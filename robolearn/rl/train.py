@@ -311,6 +311,7 @@ def train(
             seed=int(seeds[0]) + state.env_steps,
             # After pretraining the pretrained policy acts from the first step (WSRL's warm-up).
             random_steps=0 if pretrained else max(0, cfg.random_steps - state.env_steps),
+            random_episode_steps=cfg.random_episode_steps,
             interventions=interventions,
             reward_fn=reward_fn,
             recorder=recorder,
@@ -501,6 +502,7 @@ def build_actor(cfg: TrainCfg, exchange: Exchange, seed: int, run_dir: Path | No
         scaler,
         seed=seed,
         random_steps=random_steps,
+        random_episode_steps=cfg.random_episode_steps,
         interventions=interventions,
         reward_fn=_reward_fn(cfg),
         recorder=recorder,
