@@ -910,6 +910,7 @@ def _gym_run(
             final_eval_episodes=10,
             random_steps=cfg.gym_random_steps,
             learning_starts=cfg.gym_random_steps,
+            random_episode_steps=cfg.gym_random_episode_steps,
         )
         run = train(run_cfg, clock)
         result = run["return_mean"], run["wall_minutes"]
@@ -942,6 +943,7 @@ def _gym(
             "steps": cfg.gym_steps,
             "seeds": cfg.gym_seeds,
             "random_steps": cfg.gym_random_steps,
+            "random_episode_steps": {"robolearn": cfg.gym_random_episode_steps, "sb3": 0},
             "utd_ratio": utd_ratios,
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
