@@ -172,6 +172,10 @@ def test_bad_configuration_is_refused(tmp_path: Path) -> None:
         run_learn_bench(LearnBenchCfg(parts=("gym",), gym_learners=()))
     with pytest.raises(ConfigError, match=r"--stop-at-success 1\.5: must be in"):
         train(TrainCfg(task="panda_reach", stop_at_success=1.5, out=tmp_path))
+    with pytest.raises(ConfigError, match="--gym-random-episode-steps -1: must be at least 0"):
+        run_learn_bench(LearnBenchCfg(gym_random_episode_steps=-1))
+    with pytest.raises(ConfigError, match="--random-episode-steps -5: must be at least 0"):
+        train(TrainCfg(task="panda_reach", random_episode_steps=-5, out=tmp_path))
 
 
 def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(

@@ -129,7 +129,6 @@ class SimBenchCfg:
 
     def check(self) -> None:
         """Refuse options outside their ranges, naming the option, the value and the range."""
-        check_range("--gym-random-episode-steps", self.gym_random_episode_steps, 0)
         check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
         check_range("--seconds", self.seconds, 0, 3_600, low_open=True)
         check_range("--rounds", self.rounds, 1)
@@ -299,6 +298,7 @@ class LearnBenchCfg:
             check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)
         check_range("--num-envs", self.num_envs, 1, MAX_WORLDS)
         check_range("--warmup-updates", self.warmup_updates, 0)
+        check_range("--gym-random-episode-steps", self.gym_random_episode_steps, 0)
         check_range("--e2e-steps", self.e2e_steps, 0)
         check_range("--offline-steps", self.offline_steps, 0)
         check_threads("--torch-threads", self.torch_threads)
