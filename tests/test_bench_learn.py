@@ -196,7 +196,7 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
         parts=("gym",),
         gym_steps=1_100,
         gym_random_steps=500,
-        gym_random_episode_steps=100,
+        gym_random_episode_steps=50,
         gym_utd_ratio=3,
         gym_seeds=1,
         seed=4,
@@ -208,8 +208,8 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     run = json.loads((tmp_path / "HalfCheetah-v5-s4" / "config.json").read_text())
     assert run["random_steps"] == run["learning_starts"] == 500 == summary["gym"]["random_steps"]
     # Its random episodes are cut at the part's length (robolearn's; SB3 has no such option).
-    assert run["random_episode_steps"] == 100
-    assert summary["gym"]["random_episode_steps"] == {"robolearn": 100, "sb3": 0}
+    assert run["random_episode_steps"] == 50
+    assert summary["gym"]["random_episode_steps"] == {"robolearn": 50, "sb3": 0}
     # robolearn's critic takes the part's updates per step; SB3 keeps its own default of one.
     assert run["sac"]["utd_ratio"] == 3 and summary["gym"]["utd_ratio"] == {"robolearn": 3, "sb3": 1}
     assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
