@@ -109,7 +109,7 @@ def test_a_robot_runs_row_says_how_soon_its_policy_worked_on_its_own() -> None:
         _evaluated(0.9, 40),
         trained | {"interventions": human | {"steps_to_own_success_80": 10_290}},
         11.0,
-        0.02,
+        "car_checkpoints",
     )
     assert row["own_minutes_to_80"] == pytest.approx(3.43)
     assert "3.43" in format_finetune_table([row])
@@ -119,7 +119,7 @@ def test_a_robot_runs_row_says_how_soon_its_policy_worked_on_its_own() -> None:
         _evaluated(0.2, 40),
         trained | {"interventions": human | {"steps_to_own_success_80": None}},
         11.0,
-        0.02,
+        "car_checkpoints",
     )
     assert never["own_minutes_to_80"] is None
 

@@ -306,9 +306,9 @@ def _warn_if_unfit(
     )
 
 
-def _minutes_used(trained: dict[str, Any], task: str) -> float:
-    """Robot minutes a training run used: its steps at the control period (pauses not counted)."""
-    return float(trained["env_steps"]) * make_task_cfg(task).control_dt / 60
+def _robot_minutes(steps: float, task: str) -> float:
+    """Robot minutes of ``steps`` at the task's control period (pauses not counted)."""
+    return float(steps) * make_task_cfg(task).control_dt / 60
 
 
 def _count(evaluated: dict[str, Any]) -> tuple[int, int]:
@@ -359,14 +359,15 @@ def _embodiment(
         started = time.monotonic()
         run_dir, trained = _train_on_robot(cfg, task, gap, sub, name, init, recipe, progress)
         wall = (time.monotonic() - started) / 60
-        minutes[name] = _minutes_used(trained, task)
+        minutes[name] = _robot_minutes(trained["env_steps"], task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")
         results[name] = _robot_success(run_dir, name, task, cfg, sub, gap)
-        rows.append(_row(embodiment, name, results[name], trained, wall, make_task_cfg(task).control_dt))
+        rows.append(_row(embodiment, name, results[name], trained, wall, task))
     x = SUFFIX[embodiment]
     first = run_name(cfg.recipes[0])
     goal = goal_check(cfg, results, minutes[first], first)
     scratch = results.get("scratch")
+    to_own = {row["policy"]: row["own_minutes_to_80"] for row in rows}
     summary = {
         f"task{x}": task,
         f"sim_success{x}": sim_success,
@@ -379,8 +380,8 @@ def _embodiment(
         f"finetuned_minutes{x}": minutes[first],
         f"scratch_minutes{x}": minutes.get("scratch"),
         # How soon each run's policy worked on its own (8 of 10 of its own training episodes).
-        f"finetuned_minutes_to_own_80{x}": rows[1]["own_minutes_to_80"],
-        f"scratch_minutes_to_own_80{x}": rows[-1]["own_minutes_to_80"] if cfg.scratch else None,
+        f"finetuned_minutes_to_own_80{x}": to_own[first],
+        f"scratch_minutes_to_own_80{x}": to_own.get("scratch"),
         f"gap{x}": {"backend": "pybullet", "obs_latency_ms": cfg.obs_latency_ms, "obs_noise": cfg.obs_noise}
         | {"strength": cfg.gap_strength}
         | gap,
@@ -458,10 +459,10 @@ def _row(
     evaluated: dict[str, Any],
     trained: dict[str, Any] | None,
     wall: float,
-    control_dt: float = 0.0,
+    task: str | None = None,
 ) -> dict[str, Any]:
-    """A policy's row; ``trained`` is its robot run's summary (None: not trained on the robot) at
-    the task's ``control_dt``."""
+    """A policy's row; ``trained`` is its robot run's summary on ``task`` (None: not trained on the
+    robot)."""
     robot = None if trained is None else trained.get("robot")
     human = None if trained is None else trained.get("interventions")
     steps = 0 if trained is None else trained["env_steps"]
@@ -481,7 +482,7 @@ def _row(
         "person_success": None if human is None else human.get("success_rate_intervened"),
         "own_success": None if human is None else human.get("success_rate_own"),
         # Robot minutes until 8 of 10 of the policy's own training episodes succeeded (None: never).
-        "own_minutes_to_80": None if to_own is None else to_own * control_dt / 60,
+        "own_minutes_to_80": None if to_own is None or task is None else _robot_minutes(to_own, task),
         "wall_minutes": wall,
         "overruns": None if robot is None else robot["overruns"],
     }
