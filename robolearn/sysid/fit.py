@@ -113,9 +113,12 @@ def _dynamics(
 
 
 def _physics_controls(rec: Recording, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """Commands on the physics time grid, each held until the next (what the controller does)."""
+    """Commands on the physics time grid, each held until the next (what the controller does), each
+    from the physics step nearest its time. Nearest, not the first at or after it: a recording's
+    times are differences of epoch seconds, off by up to a few hundred ns (a float64's resolution
+    there), and a command a hair after its step would act one physics step late."""
     times = np.arange(0.0, rec.times[-1], dt)
-    held = np.searchsorted(rec.times, times + 1e-9, side="right") - 1
+    held = np.searchsorted(rec.times, times + dt / 2, side="right") - 1
     return times, rec.ctrl[held]
 
 
