@@ -49,6 +49,8 @@ Variant = Literal[
     "n_step_3",
     "temperature_1",
     "utd_2",
+    "entropy_half",
+    "single_critic",
 ]
 """Learner variants the throughput part times beside the defaults (``VARIANTS``)."""
 
@@ -75,6 +77,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # Two critic updates per transition, as SimbaV2's 100k-step figures are made (its config's
     # updates_per_interaction_step 2; there the actor updates twice too).
     "utd_2": {"utd_ratio": 2},
+    # Simba's and SimbaV2's target entropy, -|A|/2 (Lee et al. 2024, 2025): a stochastic policy for longer.
+    "entropy_half": {"target_entropy": "half_action_dim"},
+    # One critic, no clipped double Q: Simba's and SimbaV2's choice for tasks that never terminate
+    # (their use_cdq), where the minimum of two only underestimates.
+    "single_critic": {"num_critics": 1},
 }
 """SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
 
