@@ -79,7 +79,7 @@ def test_sysid_recovers_known_perturbations(arm: SysidModel) -> None:
 def test_replay_takes_each_command_at_its_nearest_physics_step(arm: SysidModel) -> None:
     """Times read from a bag are differences of epoch seconds, off by up to a few hundred ns: a
     command stamped 150 ns after its physics step acts at that step, as on the exact grid (before,
-    it acted one physics step late, a 2 ms delay the fit saw as dynamics)."""
+    it acted one physics step late, a delay the fit took for dynamics)."""
     rec = _recordings(arm, IdentifiedDynamics(), episodes=1)[0]
     jitter = np.where(np.arange(len(rec.times)) % 2 == 1, 1.5e-7, -1.5e-7)
     jitter[0] = 0.0

@@ -80,7 +80,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # Simba's and SimbaV2's target entropy, -|A|/2 (Lee et al. 2024, 2025): a stochastic policy for longer.
     "entropy_half": {"target_entropy": "half_action_dim"},
     # One critic, no clipped double Q: Simba's and SimbaV2's choice for tasks that never terminate
-    # (their use_cdq), where the minimum of two only underestimates.
+    # (their use_cdq); on HalfCheetah here it fell behind the default (docs/learner.md).
     "single_critic": {"num_critics": 1},
 }
 """SACConfig changes of each throughput variant (``LearnBenchCfg.variants``)."""
