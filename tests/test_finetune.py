@@ -134,3 +134,29 @@ def test_on_a_robot_success_is_judged_on_episodes_nobody_drove() -> None:
     assert _succeeded(robot, RunState(evals=[_robot_episodes(learner, 4)]))
     assert not _succeeded(robot, RunState(evals=[_robot_episodes(learner, 3)]))
     assert not _succeeded(replace(robot, eval_episodes=5), RunState(evals=[_robot_episodes(learner, 5)]))
+
+
+def test_init_from_takes_the_runs_networks_and_this_runs_training_settings(
+    tmp_path: Path, pretrained: dict[str, object]
+) -> None:
+    """WSRL fine-tunes at a higher update-to-data ratio than it pretrains: the settings of how the
+    learner trains, given, are the fine-tuning run's; the networks' shapes stay the pretrained run's."""
+    from robolearn.rl.config import OfflineConfig
+
+    summary = train(
+        _cfg(
+            tmp_path,
+            name="utd",
+            steps=300,
+            init_from=Path(str(pretrained["run_dir"])),
+            sac=SACConfig(hidden=(64, 64), utd_ratio=3, critic_lr=1e-3),
+            offline_cfg=OfflineConfig(warmup_steps=200),
+        )
+    )
+    import json
+
+    sac = json.loads((Path(summary["run_dir"]) / "config.json").read_text())["sac"]
+    assert sac["hidden"] == [32, 32] and sac["batch_size"] == 32  # the pretrained run's (not given)
+    assert sac["utd_ratio"] == 3 and sac["critic_lr"] == 1e-3
+    # 101 learner steps from the end of the warm-up, three critic updates each.
+    assert summary["updates"] == 3 * 101

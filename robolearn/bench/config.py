@@ -516,7 +516,8 @@ class FinetuneBenchCfg:
     summary's ``scratch_success`` and ``well_above_scratch`` are then null)."""
     learner_variant: Variant | None = None
     """Learner of the MuJoCo pretraining made here and of the run from scratch, as ``bench learn``'s
-    variants (``VARIANTS``; None: SAC's defaults); the fine-tuned run takes its pretrained run's."""
+    variants (``VARIANTS``; None: SAC's defaults); the fine-tuned run keeps its pretrained run's
+    networks and takes the variant's training settings (``utd_2``: two critic updates a robot step)."""
     intervene_every: int = 2
     """Scripted person: takes over every k-th episode (in both robot runs)."""
     intervene_steps: tuple[int, int] = (0, 1_000_000)

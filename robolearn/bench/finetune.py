@@ -226,7 +226,8 @@ def _train_on_robot(
         intervene_hold=cfg.intervene_hold,
         init_from=init_from,
         sim_params=Path(str(gap["sim_params"])) if cfg.person_knows_robot and "sim_params" in gap else None,
-        sac=with_variant(SACConfig(), cfg.learner_variant),  # from scratch; --init-from takes its run's
+        # From scratch all of it; --init-from keeps its run's networks, and takes the training settings.
+        sac=with_variant(SACConfig(), cfg.learner_variant),
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
         # The early stop is judged after every episode on the last stop_episodes nobody drove.
         eval_every=task_cfg.episode_length if cfg.early_stop else steps,

@@ -45,7 +45,7 @@ from robolearn.rl.actor_learner import (
     Weights,
 )
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
-from robolearn.rl.config import TrainCfg, config_from_json
+from robolearn.rl.config import SACConfig, TrainCfg, config_from_json
 from robolearn.rl.demos import collect_scripted_demos
 from robolearn.rl.fused import resolve_compile
 from robolearn.rl.gripper import train_gripper
@@ -700,15 +700,36 @@ def _pretrain(
     return data
 
 
+FINETUNE_SAC_OPTIONS = (
+    "batch_size",
+    "actor_lr",
+    "critic_lr",
+    "temperature_lr",
+    "actor_every",
+    "utd_ratio",
+    "tau",
+    "n_step",
+    "compile",
+)
+"""``--sac.*`` settings a run started ``--init-from`` may set for itself: how its learner trains, not
+the shapes, targets or precision of what it loads (WSRL fine-tunes at a higher update-to-data ratio
+than it pretrains). Given, that is away from ``SACConfig``'s default, each replaces the run's own."""
+
+
 def _with_init_run(cfg: TrainCfg) -> TrainCfg:
-    """``cfg`` with the ``--init-from`` run's learner hyperparameters (its networks' shapes), its
-    buffer's share of every batch as the demonstration fraction, and with fresh critics the actor
-    held until they have learned."""
+    """``cfg`` with the ``--init-from`` run's learner hyperparameters (its networks' shapes; the
+    ``FINETUNE_SAC_OPTIONS`` given here are this run's), its buffer's share of every batch as the
+    demonstration fraction, and with fresh critics the actor held until they have learned."""
     assert cfg.init_from is not None
     init = _load_run_cfg(cfg.init_from, None)
     if init.task != cfg.task:
         raise ConfigError(f"--init-from {cfg.init_from}: a run of task {init.task}, not {cfg.task}")
-    sac = init.sac
+    given = {
+        name: getattr(cfg.sac, name)
+        for name in FINETUNE_SAC_OPTIONS
+        if getattr(cfg.sac, name) != getattr(SACConfig, name)
+    }
+    sac = dataclasses.replace(init.sac, **given)
     if cfg.init_sim_share > 0:
         sac = dataclasses.replace(sac, demo_fraction=cfg.init_sim_share)
     if cfg.init_critics == "fresh":
