@@ -238,6 +238,19 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     assert summary["gym"]["learner_variant"] == "bro"
 
 
+def test_an_hl_gauss_critic_covers_the_locomotion_returns_in_the_gym_part(tmp_path: Path) -> None:
+    """HL-Gauss classifies values into bins over a fixed range: (-100, 100), its default, would clip
+    HalfCheetah's values (about 700 at a return of 7,000), so the gym part gives its own range."""
+    from robolearn.bench.learn import GYM_VALUE_RANGE, _gym_train_cfg
+
+    def sac(variant: str | None) -> SACConfig:
+        return _gym_train_cfg(LearnBenchCfg(), "HalfCheetah-v5", 1_000, 0, tmp_path, variant).sac
+
+    assert sac("hl_gauss").critic_loss == "hl_gauss" and sac("hl_gauss").value_range == GYM_VALUE_RANGE
+    assert GYM_VALUE_RANGE[1] >= 11 / (1 - sac("hl_gauss").gamma)  # 11 per step, HalfCheetah at 11 m/s
+    assert sac(None).critic_loss == "mse" and sac(None).value_range == SACConfig.value_range
+
+
 def test_end_to_end_run_times_both_loops_and_says_what_they_learned(monkeypatch: pytest.MonkeyPatch) -> None:
     sb3_evaluation = pytest.importorskip("stable_baselines3.common.evaluation")
     returns = {"return_mean": 123.0, "success_rate": 0.0, "success_rate_ci95": [0.0, 0.0]}

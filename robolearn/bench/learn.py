@@ -78,6 +78,10 @@ SCRIPTED_DEMOS = 20
 """Scripted expert episodes in the demonstration buffer, as SERL's 20 demonstrations."""
 BATCH_SIZE = 256
 HIDDEN = (256, 256)
+GYM_VALUE_RANGE = (-100.0, 1100.0)
+"""Values an HL-Gauss critic's bins cover in the gym part (``SACConfig.value_range``'s default,
+(-100, 100), suits pick-cube's returns): Walker2d's and HalfCheetah's rewards per step lie within
+about [-1, 11] (HalfCheetah at 11 m/s), so their discounted returns at 0.99 within this range."""
 ONLINE_TRANSITIONS = 20_000
 """Random transitions in the online buffers of the throughput part (the pick-cube step budget)."""
 DEMO_TRANSITIONS = 1_400
@@ -649,6 +653,8 @@ def _gym_train_cfg(
         torch_threads=cfg.torch_threads,
         sac=with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=utd_ratio), variant),
     )
+    if base["sac"].critic_loss == "hl_gauss" and base["sac"].value_range == SACConfig.value_range:
+        base["sac"] = replace(base["sac"], value_range=GYM_VALUE_RANGE)
     return TrainCfg(**(base | kw))
 
 
