@@ -254,6 +254,11 @@ class LearnBenchCfg:
     step), as SimbaV2's 100k-step figures are made; SB3 keeps its default of one update per step.
     With 2 the IQMs were 3,676 (Walker2d) and 4,561 (HalfCheetah) against 1,688 and 2,760 with 1:
     docs/learner.md."""
+    gym_critic_loss: Literal["mse", "hl_gauss"] = "mse"
+    """gym: robolearn's critic objective (``--sac.critic-loss``; a ``--learner-variant`` that sets its own
+    wins): the squared TD error, or HL-Gauss's classification over value bins covering the locomotion
+    returns (``bench.learn.GYM_VALUE_RANGE``). HL-Gauss took HalfCheetah's IQM from 5,598 to 7,416 and
+    Walker2d's from 3,676 to 886, so it is not the default: docs/learner.md."""
     gym_envs: tuple[GymEnv, ...] = GYM_ENVS
     """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
     gym_learners: tuple[GymLearner, ...] = ("robolearn", "sb3")

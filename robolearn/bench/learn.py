@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -631,10 +631,12 @@ def _gym_train_cfg(
     out: Path,
     variant: str | None = None,
     utd_ratio: int = 1,
+    critic_loss: Literal["mse", "hl_gauss"] = "mse",
     **kw: Any,
 ) -> TrainCfg:
     """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step (of
-    ``utd_ratio`` critic steps), 2x256 networks (with a learner ``variant``'s changes, ``VARIANTS``)."""
+    ``utd_ratio`` critic steps), 2x256 networks, the critic's ``critic_loss`` (with a learner
+    ``variant``'s changes, ``VARIANTS``)."""
     base: dict[str, Any] = dict(
         task=f"gym:{env_id}",
         num_envs=1,
@@ -651,7 +653,10 @@ def _gym_train_cfg(
         video=False,
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
-        sac=with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=utd_ratio), variant),
+        sac=with_variant(
+            SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=utd_ratio, critic_loss=critic_loss),
+            variant,
+        ),
     )
     if base["sac"].critic_loss == "hl_gauss" and base["sac"].value_range == SACConfig.value_range:
         base["sac"] = replace(base["sac"], value_range=GYM_VALUE_RANGE)
@@ -913,6 +918,7 @@ def _gym_run(
             out,
             cfg.learner_variant,
             cfg.gym_utd_ratio,
+            cfg.gym_critic_loss,
             final_eval_episodes=10,
             random_steps=cfg.gym_random_steps,
             learning_starts=cfg.gym_random_steps,
@@ -933,17 +939,20 @@ def _gym_run(
     return result
 
 
-def _gym_utd_ratio(cfg: LearnBenchCfg) -> int:
-    """robolearn's critic updates per transition in the gym part: ``--gym-utd-ratio`` unless the
-    learner variant sets its own."""
-    return with_variant(SACConfig(utd_ratio=cfg.gym_utd_ratio), cfg.learner_variant).utd_ratio
+def _gym_sac(cfg: LearnBenchCfg) -> SACConfig:
+    """The part's settings of robolearn's critic (``--gym-utd-ratio``, ``--gym-critic-loss``) unless
+    the learner variant sets its own."""
+    part = SACConfig(utd_ratio=cfg.gym_utd_ratio, critic_loss=cfg.gym_critic_loss)
+    return with_variant(part, cfg.learner_variant)
 
 
 def _gym(
     cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    utd_ratios = {"robolearn": _gym_utd_ratio(cfg), "sb3": 1}
+    sac = _gym_sac(cfg)
+    utd_ratios = {"robolearn": sac.utd_ratio, "sb3": 1}
+    losses = {"robolearn": sac.critic_loss, "sb3": "mse"}
     summary: dict[str, Any] = {
         "gym": {
             "steps": cfg.gym_steps,
@@ -951,6 +960,7 @@ def _gym(
             "random_steps": cfg.gym_random_steps,
             "random_episode_steps": {"robolearn": cfg.gym_random_episode_steps, "sb3": 0},
             "utd_ratio": utd_ratios,
+            "critic_loss": losses,
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
@@ -975,7 +985,8 @@ def _gym(
                         "part": "gym",
                         "contender": f"{env_id} {GYM_LEARNER_NAMES[learner]} SAC",
                         "note": f"IQM of final return {figure} over {len(done)} seeds at "
-                        f"{cfg.gym_steps:,} steps, {utd} critic update{'s' if utd > 1 else ''} per step",
+                        f"{cfg.gym_steps:,} steps, {utd} critic update{'s' if utd > 1 else ''} per step"
+                        + (", HL-Gauss critic" if losses[learner] == "hl_gauss" else ""),
                     }
                 )
             summary["gym"][key] = detail
