@@ -425,10 +425,9 @@ class TrainCfg:
     init_from: Path | None = None
     """Start from this run's latest checkpoint: its actor, critics and observation normalization (to
     fine-tune a simulation-trained policy on a robot); ``--sac.*`` then come from that run, but for how
-its learner trains (update-to-data ratio, batch size, learning rates, policy delay, tau, n-step,
-compile), where given here. WSRL (Zhou
-    et al. 2025): ``--offline-cfg.warmup-steps`` steps with the frozen pretrained policy, then online
-    updates on the new data only."""
+    its learner trains (update-to-data ratio, batch size, learning rates, policy delay, tau, n-step,
+    compile), where given here. WSRL (Zhou et al. 2025): ``--offline-cfg.warmup-steps`` steps with the
+    frozen pretrained policy, then online updates on the new data only."""
     init_sim_share: float = 0.0
     """With ``--init-from``: share of every batch drawn from that run's replay buffer (its simulation
     data); 0 is WSRL's recipe, the new data only."""
