@@ -3,6 +3,7 @@ WSRL's warm-up with the frozen pretrained policy, and optionally keeps that run'
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -153,8 +154,6 @@ def test_init_from_takes_the_runs_networks_and_this_runs_training_settings(
             offline_cfg=OfflineConfig(warmup_steps=200),
         )
     )
-    import json
-
     sac = json.loads((Path(summary["run_dir"]) / "config.json").read_text())["sac"]
     assert sac["hidden"] == [32, 32] and sac["batch_size"] == 32  # the pretrained run's (not given)
     assert sac["utd_ratio"] == 3 and sac["critic_lr"] == 1e-3
