@@ -43,6 +43,7 @@ Variant = Literal[
     "compiled_bfloat16",
     "compiled",
     "hl_gauss",
+    "hl_gauss_scaled",
     "crossq",
     "crossq_recipe",
     "bro",
@@ -60,6 +61,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compiled": {"compile": "on"},
     "compiled_bfloat16": {"compile": "on", "precision": "bfloat16"},
     "hl_gauss": {"critic_loss": "hl_gauss"},
+    # SimbaV2's value scale (Lee et al. 2025): rewards divided by running return statistics, so one
+    # HL-Gauss range, its (-5, 5), serves every task.
+    "hl_gauss_scaled": {"critic_loss": "hl_gauss", "reward_scale": "returns", "value_range": (-5.0, 5.0)},
     "crossq": {"critic_norm": "batch_renorm", "target_network": False},
     # The paper's optimizer and policy delay (Bhatt et al., ICLR 2024, its Table 5), at the bench's width.
     "crossq_recipe": {

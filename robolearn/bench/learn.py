@@ -961,6 +961,7 @@ def _gym(
             "random_episode_steps": {"robolearn": cfg.gym_random_episode_steps, "sb3": 0},
             "utd_ratio": utd_ratios,
             "critic_loss": losses,
+            "reward_scale": {"robolearn": sac.reward_scale, "sb3": "none"},
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
@@ -986,7 +987,12 @@ def _gym(
                         "contender": f"{env_id} {GYM_LEARNER_NAMES[learner]} SAC",
                         "note": f"IQM of final return {figure} over {len(done)} seeds at "
                         f"{cfg.gym_steps:,} steps, {utd} critic update{'s' if utd > 1 else ''} per step"
-                        + (", HL-Gauss critic" if losses[learner] == "hl_gauss" else ""),
+                        + (", HL-Gauss critic" if losses[learner] == "hl_gauss" else "")
+                        + (
+                            ", rewards scaled by return statistics"
+                            if learner == "robolearn" and sac.reward_scale != "none"
+                            else ""
+                        ),
                     }
                 )
             summary["gym"][key] = detail

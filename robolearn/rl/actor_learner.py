@@ -307,6 +307,8 @@ class LearnerRole:
                 self._add_demos(item.batch, np.flatnonzero(item.intervened))
             if not self.freeze_norm:
                 self.obs_norm.update(self.layout.flatten(item.batch.obs))
+            if self.agent.reward_scale is not None:
+                self.agent.reward_scale.update(item.batch.reward, item.batch.terminated)
             self.env_steps += item.env_steps
             received += len(item.batch.reward)
             self.episodes.extend(item.episodes)
@@ -348,7 +350,10 @@ class LearnerRole:
             return torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(device, non_blocking=True)
 
         obs, next_obs = both[:n], both[n:]
-        action, reward, term = tensor(batch.action), tensor(batch.reward), tensor(batch.terminated)
+        rewards = batch.reward
+        if self.agent.reward_scale is not None:  # SimbaV2's scaling: rewards in the critic's units
+            rewards = rewards / np.float32(self.agent.reward_scale.divisor)
+        action, reward, term = tensor(batch.action), tensor(rewards), tensor(batch.terminated)
         return obs, action, reward, next_obs, term, tensor(discount)
 
     def _normalize(self, x: torch.Tensor) -> torch.Tensor:
@@ -367,7 +372,10 @@ class LearnerRole:
     def update(self) -> dict[str, float]:
         """One learner step: ``utd_ratio`` critic updates and one actor update."""
         cfg = self.agent.cfg
-        return self.agent.update(*self.sample(cfg.batch_size * cfg.utd_ratio))
+        metrics = self.agent.update(*self.sample(cfg.batch_size * cfg.utd_ratio))
+        if self.agent.reward_scale is not None:
+            metrics["reward_divisor"] = self.agent.reward_scale.divisor
+        return metrics
 
     def weights(self) -> Weights:
         """The actor's parameters and the observation statistics, as numpy arrays."""

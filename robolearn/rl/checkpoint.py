@@ -63,6 +63,8 @@ def save_checkpoint(
         tensors |= {f"gripper_target.{k}": v for k, v in agent.gripper_target.state_dict().items()}
     tensors["log_alpha"] = agent.log_alpha.detach()
     tensors |= {f"obs_norm.{k}": torch.as_tensor(v) for k, v in obs_norm.state().items()}
+    if agent.reward_scale is not None:
+        tensors |= {f"reward_scale.{k}": torch.as_tensor(v) for k, v in agent.reward_scale.state().items()}
     tensors["torch_rng"] = torch.get_rng_state()
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / WEIGHTS))
     torch.save(agent.optimizer_state(), tmp / OPTIMIZER)
@@ -94,9 +96,7 @@ class Loaded:
     def optimizer_state(self) -> dict[str, Any]:
         # weights_only: tensors and plain containers only, never arbitrary objects.
         try:
-            result: dict[str, Any] = torch.load(
-                self.path / OPTIMIZER, weights_only=True, map_location="cpu"
-            )
+            result: dict[str, Any] = torch.load(self.path / OPTIMIZER, weights_only=True, map_location="cpu")
         except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CorruptFileError(f"checkpoint {self.path}: optimizer.pt refused ({first})") from None
@@ -136,7 +136,12 @@ def restore_agent(agent: SAC, obs_norm: RunningNorm, loaded: Loaded, critics: bo
         with torch.no_grad():
             agent.log_alpha.copy_(t["log_alpha"])
         agent.load_optimizer_state(loaded.optimizer_state(), critics=critics)
-    except (RuntimeError, KeyError) as exc:
+        if agent.reward_scale is not None:  # the critics learnt values in these statistics' units
+            scale = part("reward_scale.")
+            if not scale:
+                raise KeyError("reward scale statistics (saved without --sac.reward-scale returns)")
+            agent.reward_scale.load_state({k: v.numpy() for k, v in scale.items()})
+    except (RuntimeError, KeyError, ValueError) as exc:
         raise CorruptFileError(
             f"checkpoint {loaded.path} does not fit this configuration: {str(exc).splitlines()[0]}"
         ) from None

@@ -143,7 +143,13 @@ class SACConfig:
     hl_gauss_bins: int = 101
     """Bins of the HL-Gauss critic."""
     value_range: tuple[float, float] = (-100.0, 100.0)
-    """Values the HL-Gauss bins cover (returns beyond are clipped to the ends)."""
+    """Values the HL-Gauss bins cover (returns beyond are clipped to the ends); with ``reward_scale
+    returns``, in the scaled rewards' units (SimbaV2's (-5, 5))."""
+    reward_scale: Literal["none", "returns"] = "none"
+    """Rewards as the task gives them, or divided by running return statistics (SimbaV2, Lee et al.
+    2025; :mod:`robolearn.rl.reward_scale`): by the discounted return's standard deviation, and at
+    least enough that every return lies within the larger end of ``value_range``, so one HL-Gauss
+    range serves tasks of any reward units."""
     critic_norm: Literal["auto", "layer", "batch_renorm", "none"] = "auto"
     """Normalization in the critics: auto follows ``layer_norm``; batch_renorm is CrossQ's (Bhatt et
     al., ICLR 2024), meant with ``--sac.no-target-network``."""
@@ -513,6 +519,7 @@ class TrainCfg:
             raise ConfigError(
                 "--init-from and --offline are two ways to start from a pretrained policy; use one"
             )
+        self._check_reward_scale()
         check_range("--init-actor-hold", self.init_actor_hold, 0)
         if self.init_critics == "fresh" and self.init_from is None:
             raise ConfigError(
@@ -556,6 +563,22 @@ class TrainCfg:
         if self.resume is None:
             check_output_dir("--name" if self.name else "--out", self.out / (self.name or ""))
 
+    def _check_reward_scale(self) -> None:
+        """``--sac.reward-scale returns`` follows each world's return through the steps as they arrive:
+        from one actor, online."""
+        if self.sac.reward_scale == "none":
+            return
+        if self.offline:
+            raise ConfigError(
+                "--sac.reward-scale returns: offline pretraining (--offline) trains on the datasets' "
+                "rewards as they are; use --sac.reward-scale none"
+            )
+        if self.exchange != "local" and (self.actors > 1 or self.sim_actors > 0):
+            raise ConfigError(
+                f"--sac.reward-scale returns follows one actor's worlds; --exchange ray has "
+                f"{self.actors + self.sim_actors} actors here (use --actors 1, or --sac.reward-scale none)"
+            )
+
     def _check_robot(self) -> None:
         """Options of ``--robot ros``."""
         check_range("--robot-timeout", self.robot_timeout, 0.1, 3_600)
@@ -596,6 +619,7 @@ class TrainCfg:
             "--offline": bool(self.offline),
             "--init-from": self.init_from is not None,
             "--sac.n-step above 1": self.sac.n_step > 1,
+            "--sac.reward-scale returns": self.sac.reward_scale != "none",
         }
         for option, given in refused.items():
             if given:

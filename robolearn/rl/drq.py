@@ -163,6 +163,11 @@ class PixelTrainCfg:
             )
         if self.stop_at_success is not None and (self.eval_every == 0 or not 0 < self.stop_at_success <= 1):
             raise ConfigError("stop_at_success needs eval_every above 0 and a success rate in (0, 1]")
+        if self.sac.reward_scale != "none":
+            raise ConfigError(
+                f"--sac.reward-scale {self.sac.reward_scale}: pixel training (DrQ) takes rewards as they "
+                "are; use none"
+            )
 
 
 class DrQLearner:

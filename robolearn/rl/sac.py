@@ -21,6 +21,9 @@ Critic options (``SACConfig.critic_loss``, ``critic_norm``, ``target_network``, 
   layer, LayerNorm and ReLU, then ``critic_blocks`` residual blocks x + LN(W2 ReLU(LN(W1 x))) at one
   width, orthogonally initialized; the skip connections are what let the critic grow (the paper's
   width 512 and two blocks; wider and deeper plain MLPs learn worse).
+- Reward scaling by running return statistics (``reward_scale``): SimbaV2, Lee et al.,
+  "Hyperspherical Normalization for Scalable Deep Reinforcement Learning" (ICML 2025); the learner
+  divides rewards as it samples them (:mod:`robolearn.rl.reward_scale`).
 - n-step returns: the target bootstraps after n rewards (Sutton and Barto, ch. 7); the replay
   sampler sums the rewards and passes the discount ``gamma ** k`` of each transition.
 - HIL-SERL's discrete gripper critic and gripper-change penalty (Luo et al. 2024): with a
@@ -48,6 +51,7 @@ from robolearn.policy.network import Actor
 from robolearn.rl.config import SACConfig
 from robolearn.rl.fused import ActorMode, FusedUpdate, fusable
 from robolearn.rl.gripper import GripperCritic, GripperSpec
+from robolearn.rl.reward_scale import ReturnScale
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +320,13 @@ class SAC(nn.Module):
             self.gripper = GripperCritic(
                 self.actor.gripper, cfg.critic_lr, cfg.tau, cfg.gripper_penalty, fused
             )
+        self.reward_scale = (
+            ReturnScale(cfg.gamma, max(abs(v) for v in cfg.value_range))
+            if cfg.reward_scale == "returns"
+            else None
+        )
+        """Running return statistics the learner divides rewards by (``reward_scale returns``);
+        the learner feeds them, checkpoints carry them."""
         # Observation statistics the learner normalizes with (set_obs_normalization): the gripper
         # critic reads the measured gripper back in raw units.
         self._obs_mean: torch.Tensor | None = None
