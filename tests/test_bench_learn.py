@@ -216,6 +216,7 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     # Its critic is the HL-Gauss classifier asked for, its bins over the locomotion returns; SB3's regresses.
     assert run["sac"]["critic_loss"] == "hl_gauss" and run["sac"]["value_range"] == [-100.0, 1100.0]
     assert summary["gym"]["critic_loss"] == {"robolearn": "hl_gauss", "sb3": "mse"}
+    assert summary["gym"]["reward_scale"] == {"robolearn": "none", "sb3": "none"}
     assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
@@ -257,6 +258,10 @@ def test_an_hl_gauss_critic_covers_the_locomotion_returns_in_the_gym_part(tmp_pa
     assert sac("hl_gauss").critic_loss == "hl_gauss" and sac("hl_gauss").value_range == GYM_VALUE_RANGE
     assert GYM_VALUE_RANGE[1] >= 11 / (1 - sac("hl_gauss").gamma)  # 11 per step, HalfCheetah at 11 m/s
     assert sac(None).critic_loss == "mse" and sac(None).value_range == SACConfig.value_range
+    # With SimbaV2's reward scaling the returns are scaled into the variant's own (-5, 5).
+    scaled = sac("hl_gauss_scaled")
+    assert (scaled.critic_loss, scaled.reward_scale) == ("hl_gauss", "returns")
+    assert scaled.value_range == (-5.0, 5.0)
 
 
 def test_end_to_end_run_times_both_loops_and_says_what_they_learned(monkeypatch: pytest.MonkeyPatch) -> None:
