@@ -258,7 +258,9 @@ def test_an_hl_gauss_critic_covers_the_locomotion_returns_in_the_gym_part(tmp_pa
     assert sac("hl_gauss").critic_loss == "hl_gauss" and sac("hl_gauss").value_range == GYM_VALUE_RANGE
     assert GYM_VALUE_RANGE[1] >= 11 / (1 - sac("hl_gauss").gamma)  # 11 per step, HalfCheetah at 11 m/s
     assert sac(None).critic_loss == "mse" and sac(None).value_range == SACConfig.value_range
-    # With SimbaV2's reward scaling the returns are scaled into the variant's own (-5, 5).
+    # With SimbaV2's reward scaling the returns are scaled into (-5, 5): the variant's and the part's.
+    part = _gym_train_cfg(LearnBenchCfg(), "Walker2d-v5", 1_000, 0, tmp_path, None, 2, "hl_gauss", "returns")
+    assert part.sac.reward_scale == "returns" and part.sac.value_range == (-5.0, 5.0)
     scaled = sac("hl_gauss_scaled")
     assert (scaled.critic_loss, scaled.reward_scale) == ("hl_gauss", "returns")
     assert scaled.value_range == (-5.0, 5.0)

@@ -263,6 +263,9 @@ class LearnBenchCfg:
     wins): the squared TD error, or HL-Gauss's classification over value bins covering the locomotion
     returns (``bench.learn.GYM_VALUE_RANGE``). HL-Gauss took HalfCheetah's IQM from 5,598 to 7,416 and
     Walker2d's from 3,676 to 886, so it is not the default: docs/learner.md."""
+    gym_reward_scale: Literal["none", "returns"] = "none"
+    """gym: robolearn's rewards as the environment gives them, or scaled by running return statistics
+    (``--sac.reward-scale returns``, SimbaV2's; an HL-Gauss critic's bins then cover (-5, 5))."""
     gym_envs: tuple[GymEnv, ...] = GYM_ENVS
     """gym: the environments to train on (one run per process lets the hours-long runs share cores)."""
     gym_learners: tuple[GymLearner, ...] = ("robolearn", "sb3")

@@ -82,6 +82,9 @@ GYM_VALUE_RANGE = (-100.0, 1100.0)
 """Values an HL-Gauss critic's bins cover in the gym part (``SACConfig.value_range``'s default,
 (-100, 100), suits pick-cube's returns): Walker2d's and HalfCheetah's rewards per step lie within
 about [-1, 11] (HalfCheetah at 11 m/s), so their discounted returns at 0.99 within this range."""
+SCALED_VALUE_RANGE = (-5.0, 5.0)
+"""An HL-Gauss critic's range over rewards scaled by return statistics (``reward_scale returns``):
+SimbaV2's, the scaling bounding every discounted return by 5."""
 ONLINE_TRANSITIONS = 20_000
 """Random transitions in the online buffers of the throughput part (the pick-cube step budget)."""
 DEMO_TRANSITIONS = 1_400
@@ -632,11 +635,12 @@ def _gym_train_cfg(
     variant: str | None = None,
     utd_ratio: int = 1,
     critic_loss: Literal["mse", "hl_gauss"] = "mse",
+    reward_scale: Literal["none", "returns"] = "none",
     **kw: Any,
 ) -> TrainCfg:
     """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step (of
-    ``utd_ratio`` critic steps), 2x256 networks, the critic's ``critic_loss`` (with a learner
-    ``variant``'s changes, ``VARIANTS``)."""
+    ``utd_ratio`` critic steps), 2x256 networks, the critic's ``critic_loss`` on rewards as given or
+    scaled (``reward_scale``), with a learner ``variant``'s changes (``VARIANTS``)."""
     base: dict[str, Any] = dict(
         task=f"gym:{env_id}",
         num_envs=1,
@@ -654,12 +658,20 @@ def _gym_train_cfg(
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
         sac=with_variant(
-            SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, utd_ratio=utd_ratio, critic_loss=critic_loss),
+            SACConfig(
+                hidden=HIDDEN,
+                batch_size=BATCH_SIZE,
+                utd_ratio=utd_ratio,
+                critic_loss=critic_loss,
+                reward_scale=reward_scale,
+            ),
             variant,
         ),
     )
-    if base["sac"].critic_loss == "hl_gauss" and base["sac"].value_range == SACConfig.value_range:
-        base["sac"] = replace(base["sac"], value_range=GYM_VALUE_RANGE)
+    sac = base["sac"]
+    if sac.critic_loss == "hl_gauss" and sac.value_range == SACConfig.value_range:
+        scaled = sac.reward_scale == "returns"
+        base["sac"] = replace(sac, value_range=SCALED_VALUE_RANGE if scaled else GYM_VALUE_RANGE)
     return TrainCfg(**(base | kw))
 
 
@@ -919,6 +931,7 @@ def _gym_run(
             cfg.learner_variant,
             cfg.gym_utd_ratio,
             cfg.gym_critic_loss,
+            cfg.gym_reward_scale,
             final_eval_episodes=10,
             random_steps=cfg.gym_random_steps,
             learning_starts=cfg.gym_random_steps,
@@ -942,7 +955,9 @@ def _gym_run(
 def _gym_sac(cfg: LearnBenchCfg) -> SACConfig:
     """The part's settings of robolearn's critic (``--gym-utd-ratio``, ``--gym-critic-loss``) unless
     the learner variant sets its own."""
-    part = SACConfig(utd_ratio=cfg.gym_utd_ratio, critic_loss=cfg.gym_critic_loss)
+    part = SACConfig(
+        utd_ratio=cfg.gym_utd_ratio, critic_loss=cfg.gym_critic_loss, reward_scale=cfg.gym_reward_scale
+    )
     return with_variant(part, cfg.learner_variant)
 
 
