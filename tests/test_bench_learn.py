@@ -201,7 +201,6 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
         gym_seeds=1,
         seed=4,
         gym_envs=("HalfCheetah-v5",),
-        gym_critic_loss="hl_gauss",
         out=tmp_path,
     )
     rows, summary = run_learn_bench(cfg, progress=messages.append)
@@ -213,10 +212,12 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     assert summary["gym"]["random_episode_steps"] == {"robolearn": 50, "sb3": 0}
     # robolearn's critic takes the part's updates per step; SB3 keeps its own default of one.
     assert run["sac"]["utd_ratio"] == 3 and summary["gym"]["utd_ratio"] == {"robolearn": 3, "sb3": 1}
-    # Its critic is the HL-Gauss classifier asked for, its bins over the locomotion returns; SB3's regresses.
-    assert run["sac"]["critic_loss"] == "hl_gauss" and run["sac"]["value_range"] == [-100.0, 1100.0]
+    # Its critic is the part's HL-Gauss classifier over rewards scaled by return statistics, its bins
+    # over SimbaV2's (-5, 5); SB3's regresses on the rewards as they are.
+    assert run["sac"]["critic_loss"] == "hl_gauss" and run["sac"]["value_range"] == [-5.0, 5.0]
+    assert run["sac"]["reward_scale"] == "returns"
     assert summary["gym"]["critic_loss"] == {"robolearn": "hl_gauss", "sb3": "mse"}
-    assert summary["gym"]["reward_scale"] == {"robolearn": "none", "sb3": "none"}
+    assert summary["gym"]["reward_scale"] == {"robolearn": "returns", "sb3": "none"}
     assert summary["halfcheetah_iqm_1100"] == 123.0 and summary["sb3_halfcheetah_iqm_1100"] == 456.0
     assert "walker2d_iqm_1100" not in summary and summary["walker2d_iqm_100k"] is None
     detail = summary["gym"]["halfcheetah"]
@@ -225,7 +226,8 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
     assert detail["sb3"]["returns"] == [456.0] and len(detail["sb3"]["minutes"]) == 1
     assert [row["contender"] for row in rows] == ["HalfCheetah-v5 robolearn SAC", "HalfCheetah-v5 SB3 SAC"]
     assert rows[0]["note"] == (
-        "IQM of final return 123 over 1 seeds at 1,100 steps, 3 critic updates per step, HL-Gauss critic"
+        "IQM of final return 123 over 1 seeds at 1,100 steps, 3 critic updates per step, HL-Gauss critic, "
+        "rewards scaled by return statistics"
     )
     assert rows[-1]["note"] == "IQM of final return 456 over 1 seeds at 1,100 steps, 1 critic update per step"
     # Each run says how far it is every tenth of its steps, then its final return.
@@ -238,9 +240,17 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
 
     # One learner alone, with a critic option.
     messages.clear()
-    alone = replace(cfg, gym_learners=("robolearn",), learner_variant="bro", gym_critic_loss="mse", out=None)
+    alone = replace(
+        cfg,
+        gym_learners=("robolearn",),
+        learner_variant="bro",
+        gym_critic_loss="mse",
+        gym_reward_scale="none",
+        out=None,
+    )
     rows, summary = run_learn_bench(alone, progress=messages.append)
     assert summary["gym"]["critic_loss"] == {"robolearn": "mse", "sb3": "mse"}
+    assert summary["gym"]["reward_scale"] == {"robolearn": "none", "sb3": "none"}
     assert rows[0]["note"].endswith("3 critic updates per step")
     assert "sb3" not in summary["gym"]["halfcheetah"] and "sb3_halfcheetah_iqm_1100" not in summary
     assert not any(m.startswith("gym: SB3") for m in messages)
