@@ -17,6 +17,7 @@ from robolearn.policy.normalization import ObsLayout, RunningNorm
 from robolearn.rl.actor_learner import EpisodeStats, LearnerRole, LocalExchange, Transitions
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent, save_checkpoint
 from robolearn.rl.config import SACConfig, TrainCfg
+from robolearn.rl.drq import PixelTrainCfg
 from robolearn.rl.replay import Batch, ReplayBuffer
 from robolearn.rl.reward_scale import ReturnScale
 from robolearn.rl.sac import SAC
@@ -145,6 +146,10 @@ def test_checkpoints_carry_the_statistics_and_refuse_a_run_without_them(tmp_path
         ({"offline": (Path("data"),), "offline_steps": 10}, r"--sac\.reward-scale returns: offline"),
         ({"exchange": "ray", "actors": 2}, r"follows one actor's worlds; --exchange ray has 2 actors"),
         ({"task": "panda_reach", "backend": "mujoco_warp"}, r"--sac\.reward-scale returns is not available"),
+        (
+            {"task": "panda_pick_cube", "sac": replace(SCALED, gripper_critic=True)},
+            r"--gripper-penalty is in the task's reward units",
+        ),
     ],
 )
 def test_reward_scaling_is_refused_where_it_cannot_follow_the_returns(
@@ -153,6 +158,11 @@ def test_reward_scaling_is_refused_where_it_cannot_follow_the_returns(
     cfg = TrainCfg(task="gym:Pendulum-v1", out=tmp_path, sac=replace(SACConfig(), reward_scale="returns"))
     with pytest.raises(ConfigError, match=message):
         replace(cfg, **options).check()  # type: ignore[arg-type]
+
+
+def test_pixel_training_refuses_reward_scaling() -> None:
+    with pytest.raises(ConfigError, match=r"pixel training \(DrQ\) takes rewards as they are"):
+        PixelTrainCfg(sac=replace(SACConfig(), reward_scale="returns")).check()
 
 
 def test_pendulum_is_learned_by_an_hl_gauss_critic_over_scaled_returns(tmp_path: Path) -> None:

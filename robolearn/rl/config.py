@@ -578,6 +578,11 @@ class TrainCfg:
                 f"--sac.reward-scale returns follows one actor's worlds; --exchange ray has "
                 f"{self.actors + self.sim_actors} actors here (use --actors 1, or --sac.reward-scale none)"
             )
+        if self.sac.gripper_critic:
+            raise ConfigError(
+                "--sac.reward-scale returns: the gripper critic's --gripper-penalty is in the task's reward "
+                "units; use --sac.reward-scale none with --gripper-critic"
+            )
 
     def _check_robot(self) -> None:
         """Options of ``--robot ros``."""
