@@ -968,6 +968,7 @@ def _gym(
     sac = _gym_sac(cfg)
     utd_ratios = {"robolearn": sac.utd_ratio, "sb3": 1}
     losses = {"robolearn": sac.critic_loss, "sb3": "mse"}
+    scales = {"robolearn": sac.reward_scale, "sb3": "none"}
     summary: dict[str, Any] = {
         "gym": {
             "steps": cfg.gym_steps,
@@ -976,7 +977,7 @@ def _gym(
             "random_episode_steps": {"robolearn": cfg.gym_random_episode_steps, "sb3": 0},
             "utd_ratio": utd_ratios,
             "critic_loss": losses,
-            "reward_scale": {"robolearn": sac.reward_scale, "sb3": "none"},
+            "reward_scale": scales,
             "eval_episodes": 10,
             "learner_variant": cfg.learner_variant or "default",
         }
@@ -1003,11 +1004,7 @@ def _gym(
                         "note": f"IQM of final return {figure} over {len(done)} seeds at "
                         f"{cfg.gym_steps:,} steps, {utd} critic update{'s' if utd > 1 else ''} per step"
                         + (", HL-Gauss critic" if losses[learner] == "hl_gauss" else "")
-                        + (
-                            ", rewards scaled by return statistics"
-                            if learner == "robolearn" and sac.reward_scale != "none"
-                            else ""
-                        ),
+                        + (", rewards scaled by return statistics" if scales[learner] == "returns" else ""),
                     }
                 )
             summary["gym"][key] = detail
