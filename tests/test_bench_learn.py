@@ -260,17 +260,17 @@ def test_gym_part_trains_the_chosen_envs_and_reports_their_returns(
 def test_an_hl_gauss_critic_covers_the_locomotion_returns_in_the_gym_part(tmp_path: Path) -> None:
     """HL-Gauss classifies values into bins over a fixed range: (-100, 100), its default, would clip
     HalfCheetah's values (about 700 at a return of 7,000), so the gym part gives its own range."""
-    from robolearn.bench.learn import GYM_VALUE_RANGE, _gym_train_cfg
+    from robolearn.bench.learn import GYM_VALUE_RANGE, _bench_sac, _gym_sac, _gym_train_cfg
 
     def sac(variant: str | None) -> SACConfig:
-        return _gym_train_cfg(LearnBenchCfg(), "HalfCheetah-v5", 1_000, 0, tmp_path, variant).sac
+        return _gym_train_cfg(LearnBenchCfg(), "HalfCheetah-v5", 1_000, 0, tmp_path, _bench_sac(variant)).sac
 
     assert sac("hl_gauss").critic_loss == "hl_gauss" and sac("hl_gauss").value_range == GYM_VALUE_RANGE
     assert GYM_VALUE_RANGE[1] >= 11 / (1 - sac("hl_gauss").gamma)  # 11 per step, HalfCheetah at 11 m/s
     assert sac(None).critic_loss == "mse" and sac(None).value_range == SACConfig.value_range
     # With SimbaV2's reward scaling the returns are scaled into (-5, 5): the variant's and the part's.
-    part = _gym_train_cfg(LearnBenchCfg(), "Walker2d-v5", 1_000, 0, tmp_path, None, 2, "hl_gauss", "returns")
-    assert part.sac.reward_scale == "returns" and part.sac.value_range == (-5.0, 5.0)
+    part = _gym_sac(LearnBenchCfg(gym_utd_ratio=2, gym_critic_loss="hl_gauss", gym_reward_scale="returns"))
+    assert part.reward_scale == "returns" and part.value_range == (-5.0, 5.0) and part.utd_ratio == 2
     scaled = sac("hl_gauss_scaled")
     assert (scaled.critic_loss, scaled.reward_scale) == ("hl_gauss", "returns")
     assert scaled.value_range == (-5.0, 5.0)

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -626,21 +626,22 @@ WALKER = "Walker2d-v5"
 LEARNING_STARTS = 1_000
 
 
+def _bench_sac(variant: str | None = None, **fields: Any) -> SACConfig:
+    """SB3's network sizes (2x256, batch 256) with ``fields`` and a learner ``variant``'s changes
+    (``VARIANTS``); an HL-Gauss critic left at the default value range gets the gym part's own (the
+    scaled one where rewards are scaled by return statistics)."""
+    sac = with_variant(SACConfig(hidden=HIDDEN, batch_size=BATCH_SIZE, **fields), variant)
+    if sac.critic_loss == "hl_gauss" and sac.value_range == SACConfig.value_range:
+        scaled = sac.reward_scale == "returns"
+        sac = replace(sac, value_range=SCALED_VALUE_RANGE if scaled else GYM_VALUE_RANGE)
+    return sac
+
+
 def _gym_train_cfg(
-    cfg: LearnBenchCfg,
-    env_id: str,
-    steps: int,
-    seed: int,
-    out: Path,
-    variant: str | None = None,
-    utd_ratio: int = 1,
-    critic_loss: Literal["mse", "hl_gauss"] = "mse",
-    reward_scale: Literal["none", "returns"] = "none",
-    **kw: Any,
+    cfg: LearnBenchCfg, env_id: str, steps: int, seed: int, out: Path, sac: SACConfig, **kw: Any
 ) -> TrainCfg:
     """``robolearn train gym:ENV`` as SB3's SAC runs: one world, an update per step (of
-    ``utd_ratio`` critic steps), 2x256 networks, the critic's ``critic_loss`` on rewards as given or
-    scaled (``reward_scale``), with a learner ``variant``'s changes (``VARIANTS``)."""
+    ``sac.utd_ratio`` critic steps), the learner's settings ``sac`` (``_bench_sac``)."""
     base: dict[str, Any] = dict(
         task=f"gym:{env_id}",
         num_envs=1,
@@ -657,21 +658,8 @@ def _gym_train_cfg(
         video=False,
         torch_device=cfg.device,
         torch_threads=cfg.torch_threads,
-        sac=with_variant(
-            SACConfig(
-                hidden=HIDDEN,
-                batch_size=BATCH_SIZE,
-                utd_ratio=utd_ratio,
-                critic_loss=critic_loss,
-                reward_scale=reward_scale,
-            ),
-            variant,
-        ),
+        sac=sac,
     )
-    sac = base["sac"]
-    if sac.critic_loss == "hl_gauss" and sac.value_range == SACConfig.value_range:
-        scaled = sac.reward_scale == "returns"
-        base["sac"] = replace(sac, value_range=SCALED_VALUE_RANGE if scaled else GYM_VALUE_RANGE)
     return TrainCfg(**(base | kw))
 
 
@@ -734,7 +722,7 @@ def _end_to_end(cfg: LearnBenchCfg, device: torch.device, say: Callable[[str], N
             steps,
             cfg.seed,
             Path(out),
-            cfg.e2e_variant,
+            _bench_sac(cfg.e2e_variant),
             threaded=cfg.e2e_threaded,
             final_eval_episodes=E2E_EVAL_EPISODES,
         )
@@ -928,10 +916,7 @@ def _gym_run(
             cfg.gym_steps,
             seed,
             out,
-            cfg.learner_variant,
-            cfg.gym_utd_ratio,
-            cfg.gym_critic_loss,
-            cfg.gym_reward_scale,
+            _gym_sac(cfg),
             final_eval_episodes=10,
             random_steps=cfg.gym_random_steps,
             learning_starts=cfg.gym_random_steps,
@@ -953,12 +938,14 @@ def _gym_run(
 
 
 def _gym_sac(cfg: LearnBenchCfg) -> SACConfig:
-    """The part's settings of robolearn's critic (``--gym-utd-ratio``, ``--gym-critic-loss``) unless
-    the learner variant sets its own."""
-    part = SACConfig(
-        utd_ratio=cfg.gym_utd_ratio, critic_loss=cfg.gym_critic_loss, reward_scale=cfg.gym_reward_scale
+    """The part's settings of robolearn's critic (``--gym-utd-ratio``, ``--gym-critic-loss``,
+    ``--gym-reward-scale``) unless the learner variant sets its own."""
+    return _bench_sac(
+        cfg.learner_variant,
+        utd_ratio=cfg.gym_utd_ratio,
+        critic_loss=cfg.gym_critic_loss,
+        reward_scale=cfg.gym_reward_scale,
     )
-    return with_variant(part, cfg.learner_variant)
 
 
 def _gym(
