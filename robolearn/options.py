@@ -7,6 +7,7 @@ where it enters (issue 15) instead of failing deep inside training, or silently 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -139,3 +140,20 @@ def check_output_dir(option: str, path: Path) -> None:
         shutil.rmtree(tempfile.mkdtemp(prefix=".robolearn-write-check-", dir=anchor))
     except OSError as exc:
         raise ConfigError(f"{option} {path}: cannot write in {anchor} ({exc.strerror})") from None
+
+
+def check_run_dir(option: str, path: Path, task: str | None = None) -> None:
+    """A ``robolearn train`` run's folder (the one holding ``config.json`` and ``checkpoints/``), of
+    ``task`` where given: refused before any work that would be wasted on a wrong path."""
+    config = Path(path) / "config.json"
+    try:
+        saved = json.loads(config.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        reason = "none in it" if not _exists(config) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(
+            f"{option} {path}: not a training run's folder (config.json: {reason}); "
+            "give the folder robolearn train wrote, the one that holds config.json and checkpoints/"
+        ) from None
+    trained = saved.get("task") if isinstance(saved, dict) else None
+    if task is not None and trained != task:
+        raise ConfigError(f"{option} {path}: a run of task {trained}, not {task}")

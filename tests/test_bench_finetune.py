@@ -174,6 +174,27 @@ def test_a_latency_the_robots_watchdog_would_pause_training_on_is_refused() -> N
         run_finetune_bench(FinetuneBenchCfg(obs_latency_ms=61.0, embodiments=("car",)))
 
 
+def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any_robot_run(
+    tmp_path: Path,
+) -> None:
+    """Measured: a run's checkpoints/ given as --pretrained ran the zero-shot evaluation, then failed."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"--pretrained .*checkpoints: not a training run's folder"):
+        FinetuneBenchCfg(pretrained=run / "checkpoints").check()
+    (run / "config.json").write_text("{not json")
+    with pytest.raises(
+        ConfigError, match=r"--pretrained-car .*run: not a training run's folder .*JSONDecodeError"
+    ):
+        FinetuneBenchCfg(pretrained_car=run).check()
+    (run / "config.json").write_text(json.dumps({"task": "panda_pick_cube"}))
+    FinetuneBenchCfg(pretrained=run).check()
+    with pytest.raises(
+        ConfigError, match=r"--pretrained-car .*: a run of task panda_pick_cube, not car_checkpoints"
+    ):
+        FinetuneBenchCfg(pretrained_car=run).check()
+
+
 @pytest.mark.slow
 @pytest.mark.ros
 def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from robolearn.hardware.ros import Trigger
 from robolearn.options import (
     check_output_dir,
     check_range,
+    check_run_dir,
     check_seed,
     check_step_window,
     check_threads,
@@ -589,6 +590,12 @@ class FinetuneBenchCfg:
         check_range("--zero-shot-below", self.zero_shot_below, 0, 1, low_open=True)
         check_range("--stop-episodes", self.stop_episodes, 1, 1_000)
         check_range("--warmup-steps", self.warmup_steps, 0)
+        for option, run, task in (
+            ("--pretrained", self.pretrained, self.task),
+            ("--pretrained-car", self.pretrained_car, self.car_task),
+        ):
+            if run is not None:  # checked before the zero-shot evaluation, not after it
+                check_run_dir(option, run, task)
         if not self.recipes or len(set(self.recipes)) != len(self.recipes):
             raise ConfigError(
                 f"--recipes: name wsrl, sim_share and/or fresh_critics, each once; got {list(self.recipes)}"

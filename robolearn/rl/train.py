@@ -171,20 +171,21 @@ def _run_dir(cfg: TrainCfg) -> Path:
     return cfg.out / name
 
 
-def _load_run_cfg(run_dir: Path, steps: int | None) -> TrainCfg:
+def _load_run_cfg(run_dir: Path, steps: int | None, option: str = "--resume") -> TrainCfg:
+    """The settings ``run_dir`` was trained with (``option`` names where the folder came from)."""
     try:
         saved = json.loads((run_dir / "config.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise CorruptFileError(f"--resume {run_dir}: no readable config.json ({exc})") from None
+        raise CorruptFileError(f"{option} {run_dir}: no readable config.json ({exc})") from None
     if not isinstance(saved, dict):
-        raise CorruptFileError(f"--resume {run_dir}: config.json holds no object of settings")
+        raise CorruptFileError(f"{option} {run_dir}: config.json holds no object of settings")
     saved["resume"] = str(run_dir)
     if steps is not None:
         saved["steps"] = steps
     try:
         cfg: TrainCfg = config_from_json(TrainCfg, saved)
     except ConfigError as exc:  # written by another robolearn version, or edited
-        raise CorruptFileError(f"--resume {run_dir}: config.json: {exc}") from None
+        raise CorruptFileError(f"{option} {run_dir}: config.json: {exc}") from None
     return cfg
 
 
@@ -721,7 +722,7 @@ def _with_init_run(cfg: TrainCfg) -> TrainCfg:
     ``FINETUNE_SAC_OPTIONS`` given here are this run's), its buffer's share of every batch as the
     demonstration fraction, and with fresh critics the actor held until they have learned."""
     assert cfg.init_from is not None
-    init = _load_run_cfg(cfg.init_from, None)
+    init = _load_run_cfg(cfg.init_from, None, "--init-from")
     if init.task != cfg.task:
         raise ConfigError(f"--init-from {cfg.init_from}: a run of task {init.task}, not {cfg.task}")
     given = {
