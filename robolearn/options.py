@@ -148,7 +148,7 @@ def check_run_dir(option: str, path: Path, task: str | None = None) -> None:
     config = Path(path) / "config.json"
     try:
         saved = json.loads(config.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         reason = "none in it" if not _exists(config) else f"{type(exc).__name__}: {exc}"
         raise ConfigError(
             f"{option} {path}: not a training run's folder (config.json: {reason}); "

@@ -187,6 +187,11 @@ def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any
         ConfigError, match=r"--pretrained-car .*run: not a training run's folder .*JSONDecodeError"
     ):
         FinetuneBenchCfg(pretrained_car=run).check()
+    (run / "config.json").write_bytes(b"\xff\xfe{")
+    with pytest.raises(
+        ConfigError, match=r"--pretrained .*run: not a training run's folder .*UnicodeDecodeError"
+    ):
+        FinetuneBenchCfg(pretrained=run).check()
     (run / "config.json").write_text(json.dumps({"task": "panda_pick_cube"}))
     FinetuneBenchCfg(pretrained=run).check()
     with pytest.raises(

@@ -175,7 +175,7 @@ def _load_run_cfg(run_dir: Path, steps: int | None, option: str = "--resume") ->
     """The settings ``run_dir`` was trained with (``option`` names where the folder came from)."""
     try:
         saved = json.loads((run_dir / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise CorruptFileError(f"{option} {run_dir}: no readable config.json ({exc})") from None
     if not isinstance(saved, dict):
         raise CorruptFileError(f"{option} {run_dir}: config.json holds no object of settings")
