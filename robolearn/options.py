@@ -13,8 +13,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from robolearn.errors import ConfigError
+from robolearn.errors import ConfigError, CorruptFileError
 
 SEED_MAX = 2**32 - 1
 """Largest seed: NumPy's legacy and Gymnasium's seeding take 32-bit seeds."""
@@ -142,18 +143,26 @@ def check_output_dir(option: str, path: Path) -> None:
         raise ConfigError(f"{option} {path}: cannot write in {anchor} ({exc.strerror})") from None
 
 
-def check_run_dir(option: str, path: Path, task: str | None = None) -> None:
-    """A ``robolearn train`` run's folder (the one holding ``config.json`` and ``checkpoints/``), of
-    ``task`` where given: refused before any work that would be wasted on a wrong path."""
+def check_run_dir(option: str, path: Path, task: str | None = None) -> dict[str, Any]:
+    """The settings in a ``robolearn train`` run's folder (the one holding ``config.json`` and
+    ``checkpoints/``), of ``task`` where given: the one reader of a run's ``config.json``, called
+    before any work that would be wasted on a wrong path. A folder without one is a wrong path
+    (:class:`ConfigError`); one that cannot be read as an object of settings is damaged
+    (:class:`CorruptFileError`)."""
     config = Path(path) / "config.json"
+    if not _exists(config):
+        raise ConfigError(
+            f"{option} {path}: not a training run's folder (no config.json in it); "
+            "give the folder robolearn train wrote, the one that holds config.json and checkpoints/"
+        )
     try:
         saved = json.loads(config.read_text())
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
-        reason = "none in it" if not _exists(config) else f"{type(exc).__name__}: {exc}"
-        raise ConfigError(
-            f"{option} {path}: not a training run's folder (config.json: {reason}); "
-            "give the folder robolearn train wrote, the one that holds config.json and checkpoints/"
+        raise CorruptFileError(
+            f"{option} {path}: config.json is unreadable ({type(exc).__name__}: {exc})"
         ) from None
-    trained = saved.get("task") if isinstance(saved, dict) else None
-    if task is not None and trained != task:
-        raise ConfigError(f"{option} {path}: a run of task {trained}, not {task}")
+    if not isinstance(saved, dict):
+        raise CorruptFileError(f"{option} {path}: config.json holds no object of settings")
+    if task is not None and saved.get("task") != task:
+        raise ConfigError(f"{option} {path}: a run of task {saved.get('task')}, not {task}")
+    return saved

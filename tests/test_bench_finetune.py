@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from robolearn.bench.config import FinetuneBenchCfg
-from robolearn.errors import ConfigError
+from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.sim.backend import make_backend
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.sim_params import apply_sim_params, load_sim_params, save_sim_params
@@ -184,12 +184,17 @@ def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any
         FinetuneBenchCfg(pretrained=run / "checkpoints").check()
     (run / "config.json").write_text("{not json")
     with pytest.raises(
-        ConfigError, match=r"--pretrained-car .*run: not a training run's folder .*JSONDecodeError"
+        CorruptFileError, match=r"--pretrained-car .*run: config.json is unreadable \(JSONDecodeError"
     ):
         FinetuneBenchCfg(pretrained_car=run).check()
     (run / "config.json").write_bytes(b"\xff\xfe{")
     with pytest.raises(
-        ConfigError, match=r"--pretrained .*run: not a training run's folder .*UnicodeDecodeError"
+        CorruptFileError, match=r"--pretrained .*run: config.json is unreadable \(UnicodeDecodeError"
+    ):
+        FinetuneBenchCfg(pretrained=run).check()
+    (run / "config.json").write_text('["panda_pick_cube"]')  # read as "a run of task None" before
+    with pytest.raises(
+        CorruptFileError, match=r"--pretrained .*run: config.json holds no object of settings"
     ):
         FinetuneBenchCfg(pretrained=run).check()
     (run / "config.json").write_text(json.dumps({"task": "panda_pick_cube"}))

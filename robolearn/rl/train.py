@@ -31,6 +31,7 @@ from robolearn.envs.task_env import TaskEnv
 from robolearn.errors import ConfigError, CorruptFileError
 from robolearn.eval.evaluation import evaluate
 from robolearn.hil.interventions import Interventions
+from robolearn.options import check_run_dir
 from robolearn.policy.loading import LATEST
 from robolearn.policy.meta import run_policy_record
 from robolearn.policy.network import policy_from_weights
@@ -171,14 +172,12 @@ def _run_dir(cfg: TrainCfg) -> Path:
     return cfg.out / name
 
 
-def _load_run_cfg(run_dir: Path, steps: int | None, option: str = "--resume") -> TrainCfg:
-    """The settings ``run_dir`` was trained with (``option`` names where the folder came from)."""
-    try:
-        saved = json.loads((run_dir / "config.json").read_text())
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
-        raise CorruptFileError(f"{option} {run_dir}: no readable config.json ({exc})") from None
-    if not isinstance(saved, dict):
-        raise CorruptFileError(f"{option} {run_dir}: config.json holds no object of settings")
+def _load_run_cfg(
+    run_dir: Path, steps: int | None, option: str = "--resume", task: str | None = None
+) -> TrainCfg:
+    """The settings ``run_dir`` was trained with (``option`` names where the folder came from), of
+    ``task`` where given."""
+    saved = check_run_dir(option, run_dir, task)
     saved["resume"] = str(run_dir)
     if steps is not None:
         saved["steps"] = steps
@@ -722,9 +721,7 @@ def _with_init_run(cfg: TrainCfg) -> TrainCfg:
     ``FINETUNE_SAC_OPTIONS`` given here are this run's), its buffer's share of every batch as the
     demonstration fraction, and with fresh critics the actor held until they have learned."""
     assert cfg.init_from is not None
-    init = _load_run_cfg(cfg.init_from, None, "--init-from")
-    if init.task != cfg.task:
-        raise ConfigError(f"--init-from {cfg.init_from}: a run of task {init.task}, not {cfg.task}")
+    init = _load_run_cfg(cfg.init_from, None, "--init-from", cfg.task)
     given = {
         name: getattr(cfg.sac, name)
         for name in FINETUNE_SAC_OPTIONS
