@@ -174,6 +174,37 @@ def test_a_latency_the_robots_watchdog_would_pause_training_on_is_refused() -> N
         run_finetune_bench(FinetuneBenchCfg(obs_latency_ms=61.0, embodiments=("car",)))
 
 
+def test_the_run_from_scratch_trains_with_the_fine_tuned_runs_learner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured: with a --pretrained-car run of three-step returns and no --learner-variant, the run
+    from scratch trained with SAC's one-step defaults, so the comparison was of learners too."""
+    import contextlib
+    import dataclasses
+
+    import robolearn.bench.finetune as bench
+    import robolearn.rl.train as training
+    from robolearn.rl.config import SACConfig, TrainCfg
+
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    saved = TrainCfg(task="car_checkpoints", sac=SACConfig(n_step=3, hidden=(64, 64), demo_fraction=0.25))
+    (pre / "config.json").write_text(json.dumps(dataclasses.asdict(saved), default=str))
+    started: list[TrainCfg] = []
+    monkeypatch.setattr(training, "train", lambda run, progress: started.append(run) or {"run_dir": "r"})
+    monkeypatch.setattr(bench, "_gapped_robot", lambda *a: contextlib.nullcontext())
+    for variant in (None, "utd_2"):
+        cfg = FinetuneBenchCfg(pretrained_car=pre, learner_variant=variant)
+        for init in (pre, None):
+            bench._train_on_robot(cfg, "car_checkpoints", {}, tmp_path, "x", init, None, pre, print)
+        fine, scratch = started[-2:]
+        assert fine.init_from == pre and scratch.init_from is None
+        # The fine-tuned run's learner, as robolearn train --init-from makes it, is the scratch run's.
+        assert training.init_run_learner(pre, fine.sac, "car_checkpoints") == scratch.sac
+        assert (scratch.sac.n_step, scratch.sac.hidden, scratch.sac.demo_fraction) == (3, (64, 64), 0.25)
+        assert scratch.sac.utd_ratio == (1 if variant is None else 2)
+
+
 def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any_robot_run(
     tmp_path: Path,
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from robolearn.errors import ConfigError
 from robolearn.rl.config import SACConfig, TrainCfg
-from robolearn.rl.train import train
+from robolearn.rl.train import init_run_learner, train
 
 
 def _cfg(tmp_path: Path, **kw: object) -> TrainCfg:
@@ -159,5 +159,8 @@ def test_init_from_takes_the_runs_networks_and_this_runs_training_settings(
     sac = json.loads((Path(summary["run_dir"]) / "config.json").read_text())["sac"]
     assert sac["hidden"] == [32, 32] and sac["batch_size"] == 32  # the pretrained run's (not given)
     assert sac["utd_ratio"] == 3 and sac["critic_lr"] == 1e-3
+    # The same merge, for a run from scratch to be compared with it (robolearn bench finetune).
+    learner = init_run_learner(Path(str(pretrained["run_dir"])), SACConfig(utd_ratio=3), "gym:Pendulum-v1")
+    assert (learner.hidden, learner.batch_size, learner.utd_ratio) == ((32, 32), 32, 3)
     # 101 learner steps from the end of the warm-up, three critic updates each.
     assert summary["updates"] == 3 * 101

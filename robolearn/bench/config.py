@@ -529,9 +529,10 @@ class FinetuneBenchCfg:
     """Train from scratch on the robot too, the goal's comparison (off: compare recipes only; the
     summary's ``scratch_success`` and ``well_above_scratch`` are then null)."""
     learner_variant: Variant | None = None
-    """Learner of the MuJoCo pretraining made here and of the run from scratch, as ``bench learn``'s
-    variants (``VARIANTS``; None: SAC's defaults); the fine-tuned run keeps its pretrained run's
-    networks and takes the variant's training settings (``utd_2``: two critic updates a robot step)."""
+    """Learner of the MuJoCo pretraining made here, as ``bench learn``'s variants (``VARIANTS``; None:
+    SAC's defaults). Both robot runs train with the pretrained run's learner (given or made here) and
+    the variant's training settings over it (``utd_2``: two critic updates a robot step), so the run
+    from scratch differs from the fine-tuned one in its start alone."""
     intervene_every: int = 2
     """Scripted person: takes over every k-th episode (in both robot runs)."""
     intervene_steps: tuple[int, int] = (0, 1_000_000)

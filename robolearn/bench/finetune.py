@@ -200,14 +200,19 @@ def _train_on_robot(
     name: str,
     init_from: Path | None,
     recipe: FinetuneRecipe | None,
+    learner_of: Path,
     progress: Callable[[str], None],
 ) -> tuple[Path, dict[str, Any]]:
     """``robolearn train --robot ros`` for at most the robot budget, from ``init_from`` by ``recipe``
-    or from scratch (None); the run folder and its summary."""
-    from robolearn.rl.train import train
+    or from scratch (None); the run folder and its summary. Both train with ``learner_of``'s learner
+    (the pretrained run's ``--sac.*``, the variant's training settings over it): a run from scratch
+    with another learner (one-step returns against the pretraining's three) compares learners, not
+    starts."""
+    from robolearn.rl.train import init_run_learner, train
 
     task_cfg = make_task_cfg(task)
     steps = max(1, round(cfg.robot_minutes * 60 / task_cfg.control_dt))
+    variant = with_variant(SACConfig(), cfg.learner_variant)
     run = TrainCfg(
         task=task,
         num_envs=1,
@@ -226,8 +231,8 @@ def _train_on_robot(
         intervene_hold=cfg.intervene_hold,
         init_from=init_from,
         sim_params=Path(str(gap["sim_params"])) if cfg.person_knows_robot and "sim_params" in gap else None,
-        # From scratch all of it; --init-from keeps its run's networks, and takes the training settings.
-        sac=with_variant(SACConfig(), cfg.learner_variant),
+        # --init-from merges the variant's training settings into its run's learner itself.
+        sac=variant if init_from is not None else init_run_learner(learner_of, variant, task),
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
         # The early stop is judged after every episode on the last stop_episodes nobody drove.
         eval_every=task_cfg.episode_length if cfg.early_stop else steps,
@@ -358,7 +363,7 @@ def _embodiment(
     for name, init, recipe in runs:
         progress(f"{embodiment}: {name}, at most {cfg.robot_minutes:g} robot minutes of training over ROS 2")
         started = time.monotonic()
-        run_dir, trained = _train_on_robot(cfg, task, gap, sub, name, init, recipe, progress)
+        run_dir, trained = _train_on_robot(cfg, task, gap, sub, name, init, recipe, pretrained, progress)
         wall = (time.monotonic() - started) / 60
         minutes[name] = _robot_minutes(trained["env_steps"], task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")

@@ -195,15 +195,23 @@ def policy_record(cfg: TrainCfg, env: Any) -> dict[str, Any]:
     return run_policy_record(cfg.task, shapes, act.low, act.high, cfg.sac.hidden, cfg.rate_limits)
 
 
-def train(
-    cfg: TrainCfg, progress: Callable[[RunState, dict[str, float]], None] | None = None
-) -> dict[str, Any]:
-    """Run (or resume) training; returns the summary also written to ``summary.json``."""
+def resolved_cfg(cfg: TrainCfg) -> TrainCfg:
+    """The settings a run started with ``cfg`` trains with: a resumed run's own (``--steps`` where
+    given), an ``--init-from`` run's learner, ``--parallel``'s preset where no option was given. It
+    reads the runs' folders, so a wrong one is refused before anything starts; resolving twice
+    changes nothing."""
     if cfg.resume is not None:
         cfg = _load_run_cfg(cfg.resume, cfg.steps if cfg.steps != TrainCfg.steps else None)
     elif cfg.init_from is not None:
         cfg = _with_init_run(cfg)
-    cfg = cfg.with_preset()  # --parallel: its settings where no option was given
+    return cfg.with_preset()
+
+
+def train(
+    cfg: TrainCfg, progress: Callable[[RunState, dict[str, float]], None] | None = None
+) -> dict[str, Any]:
+    """Run (or resume) training; returns the summary also written to ``summary.json``."""
+    cfg = resolved_cfg(cfg)
     cfg.check()  # ranges and consistency, before anything is allocated or written
     if cfg.hil and cfg.device == "keyboard" and _hil_display(cfg) != "window":
         raise TaskError(
@@ -716,18 +724,25 @@ the shapes, targets or precision of what it loads (WSRL fine-tunes at a higher u
 than it pretrains). Given, that is away from ``SACConfig``'s default, each replaces the run's own."""
 
 
-def _with_init_run(cfg: TrainCfg) -> TrainCfg:
-    """``cfg`` with the ``--init-from`` run's learner hyperparameters (its networks' shapes; the
-    ``FINETUNE_SAC_OPTIONS`` given here are this run's), its buffer's share of every batch as the
-    demonstration fraction, and with fresh critics the actor held until they have learned."""
-    assert cfg.init_from is not None
-    init = _load_run_cfg(cfg.init_from, None, "--init-from", cfg.task)
+def init_run_learner(init_from: Path, sac: SACConfig, task: str) -> SACConfig:
+    """The learner a run started ``--init-from`` trains with: ``init_from``'s ``--sac.*`` settings (its
+    networks' shapes, targets, n-step returns), the ``FINETUNE_SAC_OPTIONS`` given in ``sac`` (away
+    from the default) replacing its own. A run from scratch compared with it takes the same."""
+    init = _load_run_cfg(init_from, None, "--init-from", task)
     given = {
-        name: getattr(cfg.sac, name)
+        name: getattr(sac, name)
         for name in FINETUNE_SAC_OPTIONS
-        if getattr(cfg.sac, name) != getattr(SACConfig, name)
+        if getattr(sac, name) != getattr(SACConfig, name)
     }
-    sac = dataclasses.replace(init.sac, **given)
+    return dataclasses.replace(init.sac, **given)
+
+
+def _with_init_run(cfg: TrainCfg) -> TrainCfg:
+    """``cfg`` with the ``--init-from`` run's learner (:func:`init_run_learner`), its buffer's share of
+    every batch as the demonstration fraction, and with fresh critics the actor held until they have
+    learned."""
+    assert cfg.init_from is not None
+    sac = init_run_learner(cfg.init_from, cfg.sac, cfg.task)
     if cfg.init_sim_share > 0:
         sac = dataclasses.replace(sac, demo_fraction=cfg.init_sim_share)
     if cfg.init_critics == "fresh":
