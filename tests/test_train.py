@@ -120,6 +120,17 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     assert final.state["run"]["updates"] == 1500 - 200 + 1
 
 
+def test_a_wrong_resume_folder_is_one_line_with_no_progress_bar_before_it(tmp_path: Path) -> None:
+    """Measured: the bar ("train panda_reach: 0/20000") was drawn before the error."""
+    out = subprocess.run(
+        _robolearn("train", "--resume", str(tmp_path)), capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 2
+    message = f"--resume {tmp_path}: not a training run's folder (no config.json in it)"
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"robolearn: error: {message}"), out.stderr
+
+
 def test_a_tampered_checkpoint_is_refused_by_eval(tmp_path: Path) -> None:
     summary = train(_cfg(tmp_path, name="t"))
     ckpt = load_checkpoint(Path(summary["run_dir"])).path

@@ -166,8 +166,10 @@ def run_train(cmd: TrainCfg) -> None:
     check_state_options(cmd)
     from tqdm import tqdm
 
-    from robolearn.rl.train import train  # torch: only when training
+    from robolearn.rl.train import resolved_cfg, train  # torch: only when training
 
+    # A resumed run's own length on the bar, and a wrong --resume or --init-from refused before it.
+    cmd = resolved_cfg(cmd)
     if cmd.device_loop:
         mode = "sample-efficient" if cmd.parallel == "off" else f"parallel {cmd.parallel}"
         print(
