@@ -33,6 +33,7 @@ from robolearn.tasks.sim_params import apply_sim_params, load_sim_params, save_s
         ("intervene_on_disagreement", 0.0, "--intervene-on-disagreement"),
         ("intervene_on_disagreement", 2.5, "--intervene-on-disagreement"),
         ("intervene_hold", 0, "--intervene-hold"),
+        ("intervention_share", 1.0, "--intervention-share"),
     ],
 )
 def test_options_out_of_range_are_refused_by_name(field: str, value: object, option: str) -> None:
@@ -193,16 +194,20 @@ def test_the_run_from_scratch_trains_with_the_fine_tuned_runs_learner(
     started: list[TrainCfg] = []
     monkeypatch.setattr(training, "train", lambda run, progress: started.append(run) or {"run_dir": "r"})
     monkeypatch.setattr(bench, "_gapped_robot", lambda *a: contextlib.nullcontext())
-    for variant in (None, "utd_2"):
-        cfg = FinetuneBenchCfg(pretrained_car=pre, learner_variant=variant)
+    for variant, share in ((None, None), ("utd_2", 0.0)):
+        cfg = FinetuneBenchCfg(pretrained_car=pre, learner_variant=variant, intervention_share=share)
         for init in (pre, None):
             bench._train_on_robot(cfg, "car_checkpoints", {}, tmp_path, "x", init, None, pre, print)
         fine, scratch = started[-2:]
         assert fine.init_from == pre and scratch.init_from is None
         # The fine-tuned run's learner, as robolearn train --init-from makes it, is the scratch run's.
         assert training.init_run_learner(pre, fine.sac, "car_checkpoints") == scratch.sac
-        assert (scratch.sac.n_step, scratch.sac.hidden, scratch.sac.demo_fraction) == (3, (64, 64), 0.25)
-        assert scratch.sac.utd_ratio == (1 if variant is None else 2)
+        assert (scratch.sac.n_step, scratch.sac.hidden) == (3, (64, 64))
+        # The interventions' share of every batch: the pretrained run's, or the one given.
+        expected = (1, 0.25) if variant is None else (2, 0.0)
+        assert (scratch.sac.utd_ratio, scratch.sac.demo_fraction) == expected
+    with pytest.raises(ConfigError, match="--intervention-share with --recipes sim_share"):
+        FinetuneBenchCfg(intervention_share=0.0, recipes=("wsrl", "sim_share")).check()
 
 
 def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any_robot_run(

@@ -11,7 +11,7 @@ import pytest
 
 from robolearn.errors import ConfigError
 from robolearn.rl.config import SACConfig, TrainCfg
-from robolearn.rl.train import init_run_learner, train
+from robolearn.rl.train import init_run_learner, resolved_cfg, train
 
 
 def _cfg(tmp_path: Path, **kw: object) -> TrainCfg:
@@ -162,5 +162,13 @@ def test_init_from_takes_the_runs_networks_and_this_runs_training_settings(
     # The same merge, for a run from scratch to be compared with it (robolearn bench finetune).
     learner = init_run_learner(Path(str(pretrained["run_dir"])), SACConfig(utd_ratio=3), "gym:Pendulum-v1")
     assert (learner.hidden, learner.batch_size, learner.utd_ratio) == ((32, 32), 32, 3)
+    # The interventions' share of every batch is the fine-tuning run's to set, but not beside
+    # --init-sim-share, which sets the same share for the simulation's buffer.
+    run = Path(str(pretrained["run_dir"]))
+    assert init_run_learner(run, SACConfig(demo_fraction=0.0), "gym:Pendulum-v1").demo_fraction == 0.0
+    with pytest.raises(ConfigError, match=r"--sac.demo-fraction 0.1 and --init-sim-share 0.25: both"):
+        resolved_cfg(_cfg(tmp_path, init_from=run, init_sim_share=0.25, sac=SACConfig(demo_fraction=0.1)))
+    kept = resolved_cfg(_cfg(tmp_path, init_from=run, init_sim_share=0.25))
+    assert kept.sac.demo_fraction == 0.25 and resolved_cfg(kept) == kept  # resolving twice changes nothing
     # 101 learner steps from the end of the warm-up, three critic updates each.
     assert summary["updates"] == 3 * 101

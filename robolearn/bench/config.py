@@ -528,6 +528,11 @@ class FinetuneBenchCfg:
     scratch: bool = True
     """Train from scratch on the robot too, the goal's comparison (off: compare recipes only; the
     summary's ``scratch_success`` and ``well_above_scratch`` are then null)."""
+    intervention_share: float | None = None
+    """Share of every batch of both robot runs drawn from the person's interventions (their
+    ``--sac.demo-fraction``; None: the pretrained run's, RLPD's and HIL-SERL's 0.5 by default). A
+    fine-tuning run starts with none, so from the first intervention on its few episodes are half of
+    every batch; 0 leaves them in the online buffer alone, sampled as often as the policy's own."""
     learner_variant: Variant | None = None
     """Learner of the MuJoCo pretraining made here, as ``bench learn``'s variants (``VARIANTS``; None:
     SAC's defaults). Both robot runs train with the pretrained run's learner (given or made here) and
@@ -602,6 +607,13 @@ class FinetuneBenchCfg:
                 f"--recipes: name wsrl, sim_share and/or fresh_critics, each once; got {list(self.recipes)}"
             )
         check_range("--sim-share", self.sim_share, 0, 1, low_open=True, high_open=True)
+        if self.intervention_share is not None:
+            check_range("--intervention-share", self.intervention_share, 0, 1, high_open=True)
+            if "sim_share" in self.recipes:
+                raise ConfigError(
+                    "--intervention-share with --recipes sim_share: that recipe's simulation buffer, "
+                    "which the interventions join, takes --sim-share of every batch; run them apart"
+                )
         check_range("--actor-hold", self.actor_hold, 0)
         check_range("--intervene-every", self.intervene_every, 1)
         check_step_window("--intervene-steps", self.intervene_steps)

@@ -34,6 +34,7 @@ drove) had succeeded, the first time (null: never).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -213,6 +214,8 @@ def _train_on_robot(
     task_cfg = make_task_cfg(task)
     steps = max(1, round(cfg.robot_minutes * 60 / task_cfg.control_dt))
     variant = with_variant(SACConfig(), cfg.learner_variant)
+    if cfg.intervention_share is not None:
+        variant = dataclasses.replace(variant, demo_fraction=cfg.intervention_share)
     run = TrainCfg(
         task=task,
         num_envs=1,
@@ -444,6 +447,7 @@ def run_finetune_bench(
         "learner_variant": cfg.learner_variant or "default",
         "recipes": list(cfg.recipes),
         "sim_share": cfg.sim_share,
+        "intervention_share": cfg.intervention_share,
         "actor_hold": cfg.actor_hold,
         "warmup_steps": cfg.warmup_steps,
         "policy_trigger": cfg.policy_trigger,

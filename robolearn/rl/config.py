@@ -136,7 +136,9 @@ class SACConfig:
     backup_entropy: bool = True
     """Include the entropy term in the critic's target (RLPD turns it off)."""
     demo_fraction: float = 0.5
-    """Share of every batch drawn from the demonstration buffer (RLPD's symmetric sampling)."""
+    """Share of every batch drawn from the demonstration buffer (RLPD's symmetric sampling), once it
+    holds any: the scripted or recorded demonstrations and, with ``--hil``, the interventions (which
+    also join the online buffer; 0 samples them only there, in proportion to their number)."""
     critic_loss: Literal["mse", "hl_gauss"] = "mse"
     """Critic objective: squared TD error, or HL-Gauss classification over value bins (Farebrother et
     al., "Stop Regressing", ICML 2024)."""
@@ -432,8 +434,9 @@ class TrainCfg:
     """Start from this run's latest checkpoint: its actor, critics and observation normalization (to
     fine-tune a simulation-trained policy on a robot); ``--sac.*`` then come from that run, but for how
     its learner trains (update-to-data ratio, batch size, learning rates, policy delay, tau, n-step,
-    compile), where given here. WSRL (Zhou et al. 2025): ``--offline-cfg.warmup-steps`` steps with the
-    frozen pretrained policy, then online updates on the new data only."""
+    compile, and ``--sac.demo-fraction``, the interventions' share of every batch), where given here.
+    WSRL (Zhou et al. 2025): ``--offline-cfg.warmup-steps`` steps with the frozen pretrained policy,
+    then online updates on the new data only."""
     init_sim_share: float = 0.0
     """With ``--init-from``: share of every batch drawn from that run's replay buffer (its simulation
     data); 0 is WSRL's recipe, the new data only."""

@@ -718,6 +718,7 @@ FINETUNE_SAC_OPTIONS = (
     "tau",
     "n_step",
     "compile",
+    "demo_fraction",
 )
 """``--sac.*`` settings a run started ``--init-from`` may set for itself: how its learner trains, not
 the shapes, targets or precision of what it loads (WSRL fine-tunes at a higher update-to-data ratio
@@ -742,6 +743,12 @@ def _with_init_run(cfg: TrainCfg) -> TrainCfg:
     every batch as the demonstration fraction, and with fresh critics the actor held until they have
     learned."""
     assert cfg.init_from is not None
+    if cfg.init_sim_share > 0 and cfg.sac.demo_fraction not in (SACConfig.demo_fraction, cfg.init_sim_share):
+        raise ConfigError(
+            f"--sac.demo-fraction {cfg.sac.demo_fraction:g} and --init-sim-share {cfg.init_sim_share:g}: "
+            "both set the share of every batch from the second buffer (the simulation's, which the "
+            "interventions join); give one"
+        )
     sac = init_run_learner(cfg.init_from, cfg.sac, cfg.task)
     if cfg.init_sim_share > 0:
         sac = dataclasses.replace(sac, demo_fraction=cfg.init_sim_share)
