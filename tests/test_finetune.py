@@ -172,3 +172,34 @@ def test_init_from_takes_the_runs_networks_and_this_runs_training_settings(
     assert kept.sac.demo_fraction == 0.25 and resolved_cfg(kept) == kept  # resolving twice changes nothing
     # 101 learner steps from the end of the warm-up, three critic updates each.
     assert summary["updates"] == 3 * 101
+
+
+def test_a_setting_named_on_the_command_line_replaces_the_runs_own_even_at_the_default(
+    tmp_path: Path, pretrained: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--sac.demo-fraction 0.5`` over a run that had another share brings back 0.5: the command
+    line's names count, not only values away from ``SACConfig``'s default."""
+    import shutil
+
+    import robolearn.cli.train
+    from robolearn.cli import main
+
+    run = tmp_path / "share"
+    shutil.copytree(Path(str(pretrained["run_dir"])), run)
+    config = json.loads((run / "config.json").read_text())
+    config["sac"]["demo_fraction"] = 0.2
+    (run / "config.json").write_text(json.dumps(config))
+    task = "gym:Pendulum-v1"
+    assert init_run_learner(run, SACConfig(), task).demo_fraction == 0.2  # not given: the run's own
+    assert init_run_learner(run, SACConfig(), task, ("demo_fraction",)).demo_fraction == 0.5
+    # The command line names them (a boolean's --sac.no-X too), and --init-from takes them.
+    seen: list[TrainCfg] = []
+    monkeypatch.setattr(robolearn.cli.train, "run_train", seen.append)
+    args = ["train", task, "--init-from", str(run), "--sac.demo-fraction", "0.5", "--sac.no-layer-norm"]
+    main([*args, "--sac.utd-ratio=2"])
+    assert seen[0].sac_given == ("demo_fraction", "layer_norm", "utd_ratio")
+    assert resolved_cfg(seen[0]).sac.demo_fraction == 0.5
+    with pytest.raises(ConfigError, match=r"--sac.demo-fraction 0.5 and --init-sim-share 0.25: both"):
+        resolved_cfg(replace(seen[0], init_sim_share=0.25))
+    main(["train", task, "--init-from", str(run)])
+    assert seen[1].sac_given == () and resolved_cfg(seen[1]).sac.demo_fraction == 0.2

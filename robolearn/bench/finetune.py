@@ -214,8 +214,10 @@ def _train_on_robot(
     task_cfg = make_task_cfg(task)
     steps = max(1, round(cfg.robot_minutes * 60 / task_cfg.control_dt))
     variant = with_variant(SACConfig(), cfg.learner_variant)
+    named: tuple[str, ...] = ()  # given even where equal to the default (0.5 over a run with another)
     if cfg.intervention_share is not None:
         variant = dataclasses.replace(variant, demo_fraction=cfg.intervention_share)
+        named = ("demo_fraction",)
     run = TrainCfg(
         task=task,
         num_envs=1,
@@ -235,7 +237,8 @@ def _train_on_robot(
         init_from=init_from,
         sim_params=Path(str(gap["sim_params"])) if cfg.person_knows_robot and "sim_params" in gap else None,
         # --init-from merges the variant's training settings into its run's learner itself.
-        sac=variant if init_from is not None else init_run_learner(learner_of, variant, task),
+        sac=variant if init_from is not None else init_run_learner(learner_of, variant, task, named),
+        sac_given=named,
         offline_cfg=OfflineConfig(warmup_steps=cfg.warmup_steps),
         # The early stop is judged after every episode on the last stop_episodes nobody drove.
         eval_every=task_cfg.episode_length if cfg.early_stop else steps,

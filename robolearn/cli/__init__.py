@@ -10,6 +10,7 @@ ends in one line on stderr and exit code 2; anything else is a bug and keeps its
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import importlib
 import io
@@ -122,6 +123,18 @@ def _os_error(exc: OSError, cmd: Any) -> str:
     return f"{reason}: {' -> '.join(paths)}" if paths else reason
 
 
+def _named(cmd: Any, group: str, args: Sequence[str]) -> tuple[str, ...]:
+    """The fields of ``cmd``'s option group ``group`` named in ``args`` (``--sac.demo-fraction 0.5``,
+    ``--sac.no-compile``): which settings the command line gave, whatever their values."""
+    fields = {f.name for f in dataclasses.fields(getattr(cmd, group))}
+    named = []
+    for arg in args:
+        if arg.startswith(f"--{group}."):
+            name = arg[len(group) + 3 :].split("=", 1)[0].replace("-", "_")
+            named.append(name[3:] if name not in fields and name.startswith("no_") else name)
+    return tuple(n for n in dict.fromkeys(named) if n in fields)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``robolearn`` console command."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -132,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:  # the top-level help, or a usage error: tyro needs every subcommand's options
         cmd = _parse(_all_commands(), "robolearn", args)
         run = next(fn for spec, fn in map(_load, COMMANDS) if isinstance(cmd, spec))
+    if hasattr(cmd, "sac_given"):  # robolearn train --init-from takes the --sac.* settings named here
+        cmd = dataclasses.replace(cmd, sac_given=_named(cmd, "sac", args))
     try:
         check = getattr(cmd, "check", None)
         if check is not None:

@@ -437,6 +437,10 @@ class TrainCfg:
     compile, and ``--sac.demo-fraction``, the interventions' share of every batch), where given here.
     WSRL (Zhou et al. 2025): ``--offline-cfg.warmup-steps`` steps with the frozen pretrained policy,
     then online updates on the new data only."""
+    sac_given: Annotated[tuple[str, ...], tyro.conf.Suppress] = ()
+    """The ``--sac.*`` settings given on the command line (field names; the CLI fills it): a run
+    started ``--init-from`` takes these even where equal to ``SACConfig``'s default, so that
+    ``--sac.demo-fraction 0.5`` brings back 0.5 over a run that had another share."""
     init_sim_share: float = 0.0
     """With ``--init-from``: share of every batch drawn from that run's replay buffer (its simulation
     data); 0 is WSRL's recipe, the new data only."""

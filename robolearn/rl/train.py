@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -722,19 +722,23 @@ FINETUNE_SAC_OPTIONS = (
 )
 """``--sac.*`` settings a run started ``--init-from`` may set for itself: how its learner trains, not
 the shapes, targets or precision of what it loads (WSRL fine-tunes at a higher update-to-data ratio
-than it pretrains). Given, that is away from ``SACConfig``'s default, each replaces the run's own."""
+than it pretrains). Given, named in ``--sac.*`` on the command line or away from ``SACConfig``'s
+default, each replaces the run's own."""
 
 
-def init_run_learner(init_from: Path, sac: SACConfig, task: str) -> SACConfig:
+def _sac_given(sac: SACConfig, named: Collection[str], name: str) -> bool:
+    """Whether the setting ``name`` of ``sac`` was given: named on the command line, or away from the
+    default (set in code, or a run made before the command line's names were kept)."""
+    return name in named or getattr(sac, name) != getattr(SACConfig, name)
+
+
+def init_run_learner(init_from: Path, sac: SACConfig, task: str, named: Collection[str] = ()) -> SACConfig:
     """The learner a run started ``--init-from`` trains with: ``init_from``'s ``--sac.*`` settings (its
-    networks' shapes, targets, n-step returns), the ``FINETUNE_SAC_OPTIONS`` given in ``sac`` (away
-    from the default) replacing its own. A run from scratch compared with it takes the same."""
+    networks' shapes, targets, n-step returns), the ``FINETUNE_SAC_OPTIONS`` given in ``sac`` (``named``
+    on the command line, or away from the default) replacing its own. A run from scratch compared
+    with it takes the same."""
     init = _load_run_cfg(init_from, None, "--init-from", task)
-    given = {
-        name: getattr(sac, name)
-        for name in FINETUNE_SAC_OPTIONS
-        if getattr(sac, name) != getattr(SACConfig, name)
-    }
+    given = {name: getattr(sac, name) for name in FINETUNE_SAC_OPTIONS if _sac_given(sac, named, name)}
     return dataclasses.replace(init.sac, **given)
 
 
@@ -743,13 +747,14 @@ def _with_init_run(cfg: TrainCfg) -> TrainCfg:
     every batch as the demonstration fraction, and with fresh critics the actor held until they have
     learned."""
     assert cfg.init_from is not None
-    if cfg.init_sim_share > 0 and cfg.sac.demo_fraction not in (SACConfig.demo_fraction, cfg.init_sim_share):
+    share_given = _sac_given(cfg.sac, cfg.sac_given, "demo_fraction")
+    if cfg.init_sim_share > 0 and share_given and cfg.sac.demo_fraction != cfg.init_sim_share:
         raise ConfigError(
             f"--sac.demo-fraction {cfg.sac.demo_fraction:g} and --init-sim-share {cfg.init_sim_share:g}: "
             "both set the share of every batch from the second buffer (the simulation's, which the "
             "interventions join); give one"
         )
-    sac = init_run_learner(cfg.init_from, cfg.sac, cfg.task)
+    sac = init_run_learner(cfg.init_from, cfg.sac, cfg.task, cfg.sac_given)
     if cfg.init_sim_share > 0:
         sac = dataclasses.replace(sac, demo_fraction=cfg.init_sim_share)
     if cfg.init_critics == "fresh":
