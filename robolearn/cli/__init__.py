@@ -125,7 +125,7 @@ def _os_error(exc: OSError, cmd: Any) -> str:
 
 def _named(cmd: Any, group: str, args: Sequence[str]) -> tuple[str, ...]:
     """The fields of ``cmd``'s option group ``group`` named in ``args`` (``--sac.demo-fraction 0.5``,
-    ``--sac.no-compile``): which settings the command line gave, whatever their values."""
+    ``--sac.no-layer-norm``): which settings the command line gave, whatever their values."""
     fields = {f.name for f in dataclasses.fields(getattr(cmd, group))}
     named = []
     for arg in args:
