@@ -39,12 +39,13 @@ def _parts(seed: int) -> tuple[SAC, RunningNorm, ReplayBuffer, ReplayBuffer]:
     return agent, norm, online, demos
 
 
-def _save(root: Path, steps: int = 100) -> Path:
+def _save(root: Path, steps: int = 100, keep: int = 2) -> Path:
     agent, norm, online, demos = _parts(0)
     rng = np.random.default_rng(7)
     rng.normal(size=3)
+    state = {"rng": rng_state(rng)}
     return save_checkpoint(
-        root, steps, agent=agent, obs_norm=norm, online=online, demos=demos, state={"rng": rng_state(rng)}
+        root, steps, agent=agent, obs_norm=norm, online=online, demos=demos, state=state, keep=keep
     )
 
 
@@ -83,6 +84,10 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path: Path) -> None:
         _save(tmp_path, steps)
     assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == ["ckpt-0000000020", "ckpt-0000000030"]
     assert not list(tmp_path.glob(".*tmp*"))
+    # --keep-checkpoints: a run's last policies, to evaluate or export each.
+    for steps in (40, 50, 60):
+        _save(tmp_path, steps, keep=3)
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == [f"ckpt-00000000{s}" for s in (40, 50, 60)]
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "replay_online.npz", "optimizer.pt", "state.json"])

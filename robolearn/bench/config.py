@@ -560,6 +560,13 @@ class FinetuneBenchCfg:
     Off: the nominal expert (at the car's gap strength 1.25 it finished 0.44 of the laps it drove)."""
     episodes: int = 20
     """Episodes of each evaluation on the robot (zero-shot, fine-tuned, scratch)."""
+    evaluate_checkpoints: int = 1
+    """Policies of each robot run evaluated on the robot: its last checkpoints, ``checkpoint_minutes``
+    apart, the final one included (1: the final policy alone). Tells a run that ended at a bad update
+    from one that ended where it had been (the final evaluation scattered 0.15-0.975 where the runs'
+    own last laps were 0.9-1.0, docs/ros.md); each costs one more evaluation."""
+    checkpoint_minutes: float = 1.0
+    """Robot minutes between the checkpoints ``evaluate_checkpoints`` evaluates."""
     policy_trigger: Trigger = "observation"
     """When ``policy_node`` acts in the evaluations, and the robot runs' training environment takes its
     observations (``--robot-trigger``; trained as it is evaluated): on every complete sample (the same
@@ -619,6 +626,8 @@ class FinetuneBenchCfg:
         check_step_window("--intervene-steps", self.intervene_steps)
         check_intervention_gate(self.intervene_on_disagreement, self.intervene_patience, self.intervene_hold)
         check_range("--episodes", self.episodes, 1)
+        check_range("--evaluate-checkpoints", self.evaluate_checkpoints, 1, 100)
+        check_range("--checkpoint-minutes", self.checkpoint_minutes, 0, self.robot_minutes, low_open=True)
         check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
         check_range("--obs-noise", self.obs_noise, 0, 100)
         check_range("--gap-strength", self.gap_strength, 0, 1.5)

@@ -213,6 +213,12 @@ def _train_on_robot(
 
     task_cfg = make_task_cfg(task)
     steps = max(1, round(cfg.robot_minutes * 60 / task_cfg.control_dt))
+    # The final checkpoint is always written; the earlier ones only where they are evaluated.
+    every = (
+        steps
+        if cfg.evaluate_checkpoints == 1
+        else max(1, round(cfg.checkpoint_minutes * 60 / task_cfg.control_dt))
+    )
     variant = with_variant(SACConfig(), cfg.learner_variant)
     named: tuple[str, ...] = ()  # given even where equal to the default (0.5 over a run with another)
     if cfg.intervention_share is not None:
@@ -244,7 +250,8 @@ def _train_on_robot(
         eval_every=task_cfg.episode_length if cfg.early_stop else steps,
         eval_episodes=cfg.stop_episodes,
         stop_at_success=cfg.goal if cfg.early_stop else None,
-        checkpoint_every=steps,
+        checkpoint_every=every,
+        keep_checkpoints=cfg.evaluate_checkpoints,
         video=False,
         **({} if recipe is None else recipe_options(cfg, recipe)),
     )
@@ -361,6 +368,7 @@ def _embodiment(
     results = {"zero-shot": _robot_success(pretrained, "zero-shot", task, cfg, sub, gap)}
     rows = [_row(embodiment, "zero-shot", results["zero-shot"], None, 0.0)]
     minutes: dict[str, float] = {}
+    by_checkpoint: dict[str, dict[str, float]] = {}
     runs: list[tuple[str, Path | None, FinetuneRecipe | None]] = [
         (run_name(recipe), pretrained, recipe) for recipe in cfg.recipes
     ]
@@ -374,7 +382,9 @@ def _embodiment(
         minutes[name] = _robot_minutes(trained["env_steps"], task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")
         results[name] = _robot_success(run_dir, name, task, cfg, sub, gap)
-        rows.append(_row(embodiment, name, results[name], trained, wall, task))
+        earlier, success = _earlier_checkpoints(cfg, embodiment, run_dir, name, task, sub, gap, progress)
+        rows += [*earlier, _row(embodiment, name, results[name], trained, wall, task)]
+        by_checkpoint[name] = success | {f"{minutes[name]:.1f}": results[name]["success_rate"]}
     x = SUFFIX[embodiment]
     first = run_name(cfg.recipes[0])
     goal = goal_check(cfg, results, minutes[first], first)
@@ -399,9 +409,38 @@ def _embodiment(
         | gap,
         f"overruns{x}": {r["policy"]: r["overruns"] for r in rows if r["overruns"] is not None},
         f"success_interval{x}": {r["policy"]: list(r["interval"]) for r in rows},
+        # Each robot run's last checkpoints on the robot, by robot minute (the final one last).
+        f"success_by_checkpoint{x}": by_checkpoint,
     }
     summary |= {f"{k}{x}": v for k, v in goal.items()}
     return rows, summary
+
+
+def _earlier_checkpoints(
+    cfg: FinetuneBenchCfg,
+    embodiment: str,
+    run_dir: Path,
+    name: str,
+    task: str,
+    folder: Path,
+    gap: dict[str, object],
+    progress: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The run's checkpoints before its final one (``cfg.evaluate_checkpoints`` in all), each
+    evaluated on the gapped robot: their rows and their success by robot minute."""
+    kept = sorted((run_dir / "checkpoints").glob("ckpt-*"))[-cfg.evaluate_checkpoints : -1]
+    rows: list[dict[str, Any]] = []
+    success: dict[str, float] = {}
+    for ckpt in kept:
+        steps = int(ckpt.name.removeprefix("ckpt-"))
+        minute = _robot_minutes(steps, task)
+        progress(f"{name}: its checkpoint at {minute:.1f} robot minutes on the gapped robot")
+        evaluated = _robot_success(ckpt, f"{name}-{steps}", task, cfg, folder, gap)
+        rows.append(
+            _row(embodiment, f"{name} @ {minute:.1f} min", evaluated, None, 0.0) | {"robot_steps": steps}
+        )
+        success[f"{minute:.1f}"] = evaluated["success_rate"]
+    return rows, success
 
 
 def _calibrate(

@@ -49,8 +49,10 @@ def save_checkpoint(
     online: ReplayBuffer,
     demos: ReplayBuffer | None,
     state: dict[str, Any],
+    keep: int = KEEP,
 ) -> Path:
-    """Write a checkpoint under ``root`` and point ``latest`` at it; returns its folder."""
+    """Write a checkpoint under ``root`` and point ``latest`` at it, keeping the newest ``keep``;
+    returns its folder."""
     root.mkdir(parents=True, exist_ok=True)
     name = f"ckpt-{env_steps:010d}"
     tmp = root / f".{name}.tmp{os.getpid()}"
@@ -79,7 +81,7 @@ def save_checkpoint(
     pointer = root / f"{LATEST}.tmp"
     pointer.write_text(name)
     os.replace(pointer, root / LATEST)
-    for old in sorted(root.glob("ckpt-*"))[:-KEEP]:
+    for old in sorted(root.glob("ckpt-*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 

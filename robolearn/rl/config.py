@@ -360,6 +360,9 @@ class TrainCfg:
     """Stop early once an evaluation's success rate reaches this (e.g. 0.9); None trains for all steps."""
     checkpoint_every: int = 5_000
     """Environment steps between checkpoints."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept in the run folder, the newest; older ones are removed (each holds the replay
+    buffers). More keep a run's last policies to compare or export (``RUN/checkpoints/ckpt-N``)."""
     video: bool = True
     """Write an evaluation video of the final policy."""
     torch_device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -516,6 +519,7 @@ class TrainCfg:
         check_range("--final-eval-episodes", self.final_eval_episodes, 1)
         check_range("--stop-at-success", self.stop_at_success, 0, 1, low_open=True, allow_none=True)
         check_range("--checkpoint-every", self.checkpoint_every, 1)
+        check_range("--keep-checkpoints", self.keep_checkpoints, 1, 1_000)
         check_threads("--torch-threads", self.torch_threads)
         self._check_exchange()
         self._check_robot()

@@ -972,6 +972,7 @@ def _checkpoint(
             "learner_rng": learner_rng,
             "policy": policy_record(cfg, env),
         },
+        keep=cfg.keep_checkpoints,
     )
 
 
