@@ -261,11 +261,32 @@ def test_a_robot_runs_last_checkpoints_are_each_evaluated_on_the_robot(
         f"finetuned @ {9000 * dt / 60:.1f} min",
     ]
     assert [r["robot_steps"] for r in rows] == [6000, 9000]
-    assert by_minute == {f"{6000 * dt / 60:.1f}": 0.5, f"{9000 * dt / 60:.1f}": 0.5}
+    assert {m: e["success_rate"] for m, e in by_minute.items()} == {
+        f"{6000 * dt / 60:.1f}": 0.5,
+        f"{9000 * dt / 60:.1f}": 0.5,
+    }
     assert bench._earlier_checkpoints(one, "car", run_dir, "f", "car_checkpoints", tmp_path, {}, print) == (
         [],
         {},
     )
+
+
+def test_the_runs_success_by_robot_minute_is_drawn_in_the_work_folder_only(tmp_path: Path) -> None:
+    import robolearn.bench.finetune as bench
+
+    def evaluated(successes: int) -> dict[str, object]:
+        return {"success_rate": successes / 20, "episodes": 20}
+
+    runs = {
+        "finetuned": {"8.0": evaluated(17), "9.0": evaluated(19), "10.0": evaluated(18)},
+        "scratch": {"8.0": evaluated(9), "10.0": evaluated(15)},
+    }
+    cfg = FinetuneBenchCfg(work_dir=tmp_path)
+    path = bench._plot(cfg, "car", evaluated(2), runs, tmp_path / "car")
+    assert path == str(tmp_path / "car" / "success_by_minute.png")
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert bench._plot(FinetuneBenchCfg(), "car", evaluated(2), runs, tmp_path / "tmp") is None
+    assert not (tmp_path / "tmp").exists()
 
 
 def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any_robot_run(
@@ -328,6 +349,8 @@ def test_the_bench_runs_end_to_end_on_a_tiny_budget(tmp_path: Path) -> None:
     for key in ("zero_shot_success", "finetuned_success", "scratch_success", "robot_minutes", "goal_met"):
         assert key in summary
     assert set(summary["finetuned_success_by_recipe"]) == {"wsrl", "fresh_critics"}
+    assert Path(summary["success_plot"]) == tmp_path / "arm" / "success_by_minute.png"
+    assert set(summary["success_by_checkpoint"]) == {"finetuned", "finetuned-fresh-critics", "scratch"}
     assert 0 < summary["finetuned_minutes"] <= 0.1 + 1e-9
     assert [r["policy"] for r in rows] == ["zero-shot", "finetuned", "finetuned-fresh-critics", "scratch"]
     assert rows[1]["robot_steps"] >= 300 and "finetuned" in format_finetune_table(rows)

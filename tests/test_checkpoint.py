@@ -13,7 +13,15 @@ import torch
 
 from robolearn.errors import CorruptFileError
 from robolearn.policy.normalization import RunningNorm
-from robolearn.rl.checkpoint import load_checkpoint, restore_agent, rng_state, save_checkpoint, set_rng_state
+from robolearn.rl.checkpoint import (
+    checkpoint_steps,
+    checkpoints,
+    load_checkpoint,
+    restore_agent,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from robolearn.rl.config import SACConfig
 from robolearn.rl.replay import Batch, ReplayBuffer
 from robolearn.rl.sac import SAC
@@ -88,6 +96,12 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path: Path) -> None:
     for steps in (40, 50, 60):
         _save(tmp_path, steps, keep=3)
     assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == [f"ckpt-00000000{s}" for s in (40, 50, 60)]
+    # Their steps, oldest first, read back from the folders' names.
+    assert [checkpoint_steps(p) for p in checkpoints(tmp_path)] == [40, 50, 60]
+    with pytest.raises(ValueError, match=r"latest is not a checkpoint folder \(expected ckpt-<env steps>\)"):
+        checkpoint_steps(tmp_path / "latest")
+    with pytest.raises(ValueError, match=r"ckpt-x1 is not a checkpoint folder"):
+        checkpoint_steps(tmp_path / "ckpt-x1")
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "replay_online.npz", "optimizer.pt", "state.json"])

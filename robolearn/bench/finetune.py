@@ -48,7 +48,9 @@ from robolearn.bench.config import FinetuneBenchCfg, FinetuneRecipe, TransferBen
 from robolearn.bench.report import format_table, machine_info, versions
 from robolearn.bench.transfer import ros_pybullet_success
 from robolearn.errors import ConfigError
+from robolearn.eval.plots import plot_success_by_minute
 from robolearn.eval.stats import difference_of_proportions_ci, wilson_interval
+from robolearn.rl.checkpoint import checkpoint_steps, checkpoints
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.tasks import make_task_cfg
 from robolearn.tasks.sim_params import IdentifiedParam, SimParams, save_sim_params
@@ -368,7 +370,7 @@ def _embodiment(
     results = {"zero-shot": _robot_success(pretrained, "zero-shot", task, cfg, sub, gap)}
     rows = [_row(embodiment, "zero-shot", results["zero-shot"], None, 0.0)]
     minutes: dict[str, float] = {}
-    by_checkpoint: dict[str, dict[str, float]] = {}
+    by_checkpoint: dict[str, dict[str, dict[str, Any]]] = {}
     runs: list[tuple[str, Path | None, FinetuneRecipe | None]] = [
         (run_name(recipe), pretrained, recipe) for recipe in cfg.recipes
     ]
@@ -382,9 +384,9 @@ def _embodiment(
         minutes[name] = _robot_minutes(trained["env_steps"], task)
         progress(f"{embodiment}: {name} stopped after {minutes[name]:.1f} robot minutes; evaluating")
         results[name] = _robot_success(run_dir, name, task, cfg, sub, gap)
-        earlier, success = _earlier_checkpoints(cfg, embodiment, run_dir, name, task, sub, gap, progress)
+        earlier, evaluated = _earlier_checkpoints(cfg, embodiment, run_dir, name, task, sub, gap, progress)
         rows += [*earlier, _row(embodiment, name, results[name], trained, wall, task)]
-        by_checkpoint[name] = success | {f"{minutes[name]:.1f}": results[name]["success_rate"]}
+        by_checkpoint[name] = evaluated | {f"{minutes[name]:.1f}": results[name]}
     x = SUFFIX[embodiment]
     first = run_name(cfg.recipes[0])
     goal = goal_check(cfg, results, minutes[first], first)
@@ -410,10 +412,35 @@ def _embodiment(
         f"overruns{x}": {r["policy"]: r["overruns"] for r in rows if r["overruns"] is not None},
         f"success_interval{x}": {r["policy"]: list(r["interval"]) for r in rows},
         # Each robot run's last checkpoints on the robot, by robot minute (the final one last).
-        f"success_by_checkpoint{x}": by_checkpoint,
+        f"success_by_checkpoint{x}": {
+            name: {minute: e["success_rate"] for minute, e in evaluated.items()}
+            for name, evaluated in by_checkpoint.items()
+        },
+        f"success_plot{x}": _plot(cfg, embodiment, results["zero-shot"], by_checkpoint, sub),
     }
     summary |= {f"{k}{x}": v for k, v in goal.items()}
     return rows, summary
+
+
+def _plot(
+    cfg: FinetuneBenchCfg,
+    embodiment: str,
+    zero_shot: dict[str, Any],
+    by_checkpoint: dict[str, dict[str, dict[str, Any]]],
+    folder: Path,
+) -> str | None:
+    """Each robot run's success on the gapped robot by robot minute, as a PNG in the work folder
+    (None when the bench works in a temporary one, which is removed)."""
+    if cfg.work_dir is None:
+        return None
+
+    def point(e: dict[str, Any]) -> tuple[float, float, float]:
+        low, high = wilson_interval(*_count(e))
+        return float(e["success_rate"]), low, high
+
+    runs = {name: {m: point(e) for m, e in evaluated.items()} for name, evaluated in by_checkpoint.items()}
+    title = f"{embodiment} on the gapped robot ({cfg.episodes} episodes each)"
+    return str(plot_success_by_minute(runs, point(zero_shot), folder / "success_by_minute.png", title))
 
 
 def _earlier_checkpoints(
@@ -425,21 +452,21 @@ def _earlier_checkpoints(
     folder: Path,
     gap: dict[str, object],
     progress: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], dict[str, float]]:
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """The run's checkpoints before its final one (``cfg.evaluate_checkpoints`` in all), each
-    evaluated on the gapped robot: their rows and their success by robot minute."""
-    kept = sorted((run_dir / "checkpoints").glob("ckpt-*"))[-cfg.evaluate_checkpoints : -1]
+    evaluated on the gapped robot: their rows and their evaluations by robot minute."""
+    kept = checkpoints(run_dir / "checkpoints")[-cfg.evaluate_checkpoints : -1]
     rows: list[dict[str, Any]] = []
-    success: dict[str, float] = {}
+    success: dict[str, dict[str, Any]] = {}
     for ckpt in kept:
-        steps = int(ckpt.name.removeprefix("ckpt-"))
+        steps = checkpoint_steps(ckpt)
         minute = _robot_minutes(steps, task)
         progress(f"{name}: its checkpoint at {minute:.1f} robot minutes on the gapped robot")
         evaluated = _robot_success(ckpt, f"{name}-{steps}", task, cfg, folder, gap)
         rows.append(
             _row(embodiment, f"{name} @ {minute:.1f} min", evaluated, None, 0.0) | {"robot_steps": steps}
         )
-        success[f"{minute:.1f}"] = evaluated["success_rate"]
+        success[f"{minute:.1f}"] = evaluated
     return rows, success
 
 

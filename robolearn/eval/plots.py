@@ -57,3 +57,36 @@ def plot_intervention_rate(rates: Sequence[float], path: Path, title: str, windo
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_success_by_minute(
+    runs: dict[str, dict[str, tuple[float, float, float]]],
+    zero_shot: tuple[float, float, float],
+    path: Path,
+    title: str,
+) -> Path:
+    """Success on the robot against robot minutes trained, one line per run: each run's
+    ``{minute: (success, low, high)}`` (the 95% interval as a band), with the policy it started
+    from at minute 0 as a dashed level."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    ax.axhline(zero_shot[0], color="grey", linestyle="--", label=f"zero-shot ({zero_shot[0]:.2f})")
+    for name, points in runs.items():
+        minutes = sorted(points, key=float)
+        xs = [float(m) for m in minutes]
+        line = ax.plot(xs, [points[m][0] for m in minutes], marker="o", label=name)[0]
+        ax.fill_between(
+            xs,
+            [points[m][1] for m in minutes],
+            [points[m][2] for m in minutes],
+            color=line.get_color(),
+            alpha=0.15,
+        )
+    ax.set(xlabel="robot minutes trained", ylabel="success on the robot", ylim=(-0.02, 1.02), title=title)
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

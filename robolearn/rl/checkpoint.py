@@ -38,6 +38,25 @@ from robolearn.rl.sac import SAC
 KEEP = 2
 """Checkpoints kept in a run; older ones are removed once a newer one is complete."""
 OPTIMIZER = "optimizer.pt"
+PREFIX = "ckpt-"
+
+
+def checkpoint_name(env_steps: int) -> str:
+    """A checkpoint folder's name: zero-padded so that names sort as their steps do."""
+    return f"{PREFIX}{env_steps:010d}"
+
+
+def checkpoint_steps(path: Path) -> int:
+    """The environment steps a checkpoint folder was written at, from its name."""
+    digits = path.name.removeprefix(PREFIX)
+    if not path.name.startswith(PREFIX) or not digits.isdigit():
+        raise ValueError(f"{path} is not a checkpoint folder (expected {PREFIX}<env steps>)")
+    return int(digits)
+
+
+def checkpoints(root: Path) -> list[Path]:
+    """A run's complete checkpoint folders under ``root``, oldest first."""
+    return sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir())
 
 
 def save_checkpoint(
@@ -54,7 +73,7 @@ def save_checkpoint(
     """Write a checkpoint under ``root`` and point ``latest`` at it, keeping the newest ``keep``;
     returns its folder."""
     root.mkdir(parents=True, exist_ok=True)
-    name = f"ckpt-{env_steps:010d}"
+    name = checkpoint_name(env_steps)
     tmp = root / f".{name}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -81,7 +100,7 @@ def save_checkpoint(
     pointer = root / f"{LATEST}.tmp"
     pointer.write_text(name)
     os.replace(pointer, root / LATEST)
-    for old in sorted(root.glob("ckpt-*"))[:-keep]:
+    for old in checkpoints(root)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
