@@ -440,7 +440,8 @@ def _plot(
 
     runs = {name: {m: point(e) for m, e in evaluated.items()} for name, evaluated in by_checkpoint.items()}
     title = f"{embodiment} on the gapped robot ({cfg.episodes} episodes each)"
-    return str(plot_success_by_minute(runs, point(zero_shot), folder / "success_by_minute.png", title))
+    png = folder / "success_by_minute.png"
+    return str(plot_success_by_minute(runs, float(zero_shot["success_rate"]), png, title))
 
 
 def _earlier_checkpoints(

@@ -61,15 +61,15 @@ def plot_intervention_rate(rates: Sequence[float], path: Path, title: str, windo
 
 def plot_success_by_minute(
     runs: dict[str, dict[str, tuple[float, float, float]]],
-    zero_shot: tuple[float, float, float],
+    zero_shot: float,
     path: Path,
     title: str,
 ) -> Path:
     """Success on the robot against robot minutes trained, one line per run: each run's
-    ``{minute: (success, low, high)}`` (the 95% interval as a band), with the policy it started
-    from at minute 0 as a dashed level."""
+    ``{minute: (success, low, high)}`` (the 95% interval as a band), and the zero-shot success of
+    the policy the fine-tuned runs started from as a dashed level."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    ax.axhline(zero_shot[0], color="grey", linestyle="--", label=f"zero-shot ({zero_shot[0]:.2f})")
+    ax.axhline(zero_shot, color="grey", linestyle="--", label=f"zero-shot ({zero_shot:.2f})")
     for name, points in runs.items():
         minutes = sorted(points, key=float)
         xs = [float(m) for m in minutes]

@@ -40,7 +40,8 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     p, z2 = successes / trials, z * z
     centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
     half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
-    return centre - half, centre + half
+    # Clamped: at 0 or n successes the bound is exactly 0 or 1, which rounding misses by 1e-17.
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def difference_of_proportions_ci(k1: int, n1: int, k0: int, n0: int) -> tuple[float, float]:
