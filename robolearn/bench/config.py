@@ -627,7 +627,10 @@ class FinetuneBenchCfg:
         check_intervention_gate(self.intervene_on_disagreement, self.intervene_patience, self.intervene_hold)
         check_range("--episodes", self.episodes, 1)
         check_range("--evaluate-checkpoints", self.evaluate_checkpoints, 1, 100)
-        check_range("--checkpoint-minutes", self.checkpoint_minutes, 0, self.robot_minutes, low_open=True)
+        # Within the budget where earlier checkpoints are evaluated; the final one is there at any budget.
+        spaced = self.evaluate_checkpoints > 1
+        budget = self.robot_minutes if spaced else None
+        check_range("--checkpoint-minutes", self.checkpoint_minutes, 0, budget, low_open=True)
         check_range("--obs-latency-ms", self.obs_latency_ms, 0, 10_000)
         check_range("--obs-noise", self.obs_noise, 0, 100)
         check_range("--gap-strength", self.gap_strength, 0, 1.5)
