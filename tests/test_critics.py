@@ -11,7 +11,7 @@ import torch
 
 from robolearn.errors import ConfigError
 from robolearn.rl.config import SACConfig
-from robolearn.rl.replay import Batch, ReplayBuffer, take_n_step
+from robolearn.rl.replay import Batch, DeviceBatch, LearnerBatch, ReplayBuffer, take_n_step
 from robolearn.rl.sac import SAC, EnsembleBatchRenorm, EnsembleLinear, HLGauss
 
 
@@ -41,9 +41,10 @@ def _fit(cfg: SACConfig, steps: int = 300) -> tuple[SAC, dict[str, float], dict[
     n = cfg.batch_size
     obs, act = torch.randn(n, 4), torch.rand(n, 2) * 2 - 1
     rew, term = obs[:, 0].clone(), torch.ones(n)  # terminal: Q(s, a) should become r(s)
-    first = agent.update(obs, act, rew, obs, term)
+    batch = LearnerBatch.one_step(DeviceBatch(obs, act, rew, obs, term), cfg.gamma)
+    first = agent.update(batch)
     for _ in range(steps):
-        last = agent.update(obs, act, rew, obs, term)
+        last = agent.update(batch)
     with torch.no_grad():
         agent.critic.eval()
         error = (agent.q_values(agent.critic, obs, act) - rew).abs().mean()
@@ -182,12 +183,12 @@ def test_the_critic_target_bootstraps_with_the_discount_it_is_given() -> None:
     alpha = torch.tensor(1.0)
     with torch.no_grad():
         q = agent.critic(obs, act)
-        no_bootstrap, _ = agent.critic_loss(obs, act, rew, obs, term, torch.zeros(8), alpha)
+        no_bootstrap, _ = agent.critic_loss(LearnerBatch(obs, act, rew, obs, term, torch.zeros(8)), alpha)
         torch.manual_seed(1)
         a_next, _ = agent.actor.sample(obs)
         v_next = agent.target_critic(obs, a_next).min(dim=0).values
         torch.manual_seed(1)
-        halved, _ = agent.critic_loss(obs, act, rew, obs, term, torch.full((8,), 0.25), alpha)
+        halved, _ = agent.critic_loss(LearnerBatch(obs, act, rew, obs, term, torch.full((8,), 0.25)), alpha)
     torch.testing.assert_close(no_bootstrap, (q - rew).square().mean(dim=1).sum())
     torch.testing.assert_close(halved, (q - (rew + 0.25 * v_next)).square().mean(dim=1).sum())
 

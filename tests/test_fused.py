@@ -11,22 +11,23 @@ import torch
 
 from robolearn.rl.config import SACConfig, config_from_json
 from robolearn.rl.fused import AUTO_COMPILE_UPDATES, FusedUpdate, resolve_compile
+from robolearn.rl.replay import DeviceBatch, LearnerBatch
 from robolearn.rl.sac import SAC
 
 OBS, ACT, BATCH = 6, 3, 32
 
 
-def _batch(utd: int, seed: int = 1) -> list[torch.Tensor]:
+def _batch(utd: int, seed: int = 1) -> LearnerBatch:
     g = torch.Generator().manual_seed(seed)
     n = BATCH * utd
-    return [
+    return LearnerBatch(
         torch.randn(n, OBS, generator=g),
         torch.rand(n, ACT, generator=g) * 2 - 1,
         torch.randn(n, generator=g),
         torch.randn(n, OBS, generator=g),
         (torch.rand(n, generator=g) < 0.2).float(),
         torch.full((n,), 0.97),
-    ]
+    )
 
 
 def _pair(**options: Any) -> tuple[SAC, SAC]:
@@ -69,9 +70,9 @@ def test_fused_update_equals_the_step_by_step_update(options: dict[str, Any]) ->
     batch = _batch(steps.cfg.utd_ratio)
     for i in range(7):
         torch.manual_seed(10 + i)  # the same noise for both: the losses draw it in the same order
-        expected = steps.update(*batch)
+        expected = steps.update(batch)
         torch.manual_seed(10 + i)
-        got = fused.update(*batch)
+        got = fused.update(batch)
         assert got == pytest.approx(expected, rel=1e-4, abs=1e-5), i
     assert fused.updates == steps.updates == 7 * steps.cfg.utd_ratio
     _same_state(steps, fused)
@@ -86,20 +87,20 @@ def test_fused_and_step_updates_share_one_optimizer_state() -> None:
     for agent in (steps, fused):
         torch.manual_seed(3)
         agent._fused = None
-        agent.update(*batch)  # the step path first, as Cal-QL's pretraining
+        agent.update(batch)  # the step path first, as Cal-QL's pretraining
     fused._fused = graph
     for agent in (steps, fused):
         torch.manual_seed(4)
-        agent.update(*batch)
+        agent.update(batch)
     _same_state(steps, fused)
     assert int(fused.optimizer_state()["critic"]["state"][0]["step"]) == 2
     # A saved state loaded into the fused agent replaces its tensors; the graph reads the new ones.
     # (A copy: torch's load_state_dict keeps tensors that need no cast, so the agents would share them.)
     fused.load_optimizer_state(copy.deepcopy(steps.optimizer_state()))
     torch.manual_seed(5)
-    steps.update(*batch)
+    steps.update(batch)
     torch.manual_seed(5)
-    fused.update(*batch)
+    fused.update(batch)
     _same_state(steps, fused)
 
 
@@ -119,9 +120,9 @@ def test_compiled_update_equals_the_step_by_step_update() -> None:
     batch = _batch(1)
     for i in range(4):
         torch.manual_seed(20 + i)
-        steps.update(*batch)
+        steps.update(batch)
         torch.manual_seed(20 + i)
-        fused.update(*batch)
+        fused.update(batch)
     _same_state(steps, fused, atol=1e-5)
 
 
@@ -135,9 +136,10 @@ def test_compiled_update_learns_a_fixed_batch() -> None:
     obs, act = torch.randn(64, 4), torch.rand(64, 2) * 2 - 1
     rew, term = obs[:, 0].clone(), torch.ones(64)
     before = agent.critic.net[0].weight.detach().clone()
-    first = agent.update(obs, act, rew, obs, term)
+    batch = LearnerBatch.one_step(DeviceBatch(obs, act, rew, obs, term), cfg.gamma)
+    first = agent.update(batch)
     for _ in range(300):
-        last = agent.update(obs, act, rew, obs, term)
+        last = agent.update(batch)
     assert last["critic_loss"] < 0.1 * first["critic_loss"]
     assert last["temperature"] != pytest.approx(first["temperature"])
     assert not torch.equal(before, agent.critic.net[0].weight)
@@ -184,13 +186,13 @@ def test_auto_falls_back_to_the_step_path_when_the_graph_does_not_compile(
     assert fused._fused is not None
     fused._fused.graph = broken
     with pytest.raises(RuntimeError, match="C\\+\\+ compile error"):
-        fused.update(*batch)
+        fused.update(batch)
     fused.eager_fallback = True
     # The compiled losses would meet the same compiler: the step path after the fall runs eagerly.
     fused._critic_loss_fn = fused._actor_loss_fn = broken
     for agent in (steps, fused):
         torch.manual_seed(6)
-        agent.update(*batch)
+        agent.update(batch)
     assert not fused.fused
     assert "did not compile (C++ compile error: g++ not usable); updating step by step" in caplog.text
     _same_state(steps, fused)
@@ -212,6 +214,6 @@ def test_warm_up_compiles_ahead_and_changes_nothing_the_run_keeps() -> None:
     state = agent.optimizer_state()["critic"]["state"]
     assert all(int(s["step"]) == 0 and not s["exp_avg"].any() for s in state.values())
     compiled = counters["frames"]["ok"]
-    agent.update(*_batch(1))
+    agent.update(_batch(1))
     assert counters["frames"]["ok"] == compiled, "the first update compiled again"
     assert int(agent.optimizer_state()["critic"]["state"][0]["step"]) == 1

@@ -18,6 +18,7 @@ from robolearn.policy.network import CLOSE, OPEN, STAY, GripperHead, PolicyNetwo
 from robolearn.policy.normalization import ActionScaler, ObsLayout
 from robolearn.rl.config import SACConfig, TrainCfg
 from robolearn.rl.gripper import GripperCritic, gripper_changes, gripper_spec
+from robolearn.rl.replay import DeviceBatch, LearnerBatch
 from robolearn.rl.sac import SAC
 from robolearn.tasks import make_task_cfg
 
@@ -142,7 +143,8 @@ def test_labels_targets_and_penalty() -> None:
         torch.tensor([0.0, 0.0, 1.0, 0.0]),
         torch.full((4,), 0.9),
     )
-    loss, _ = critic.loss(obs, measured, command, rew, next_obs, term, discount)
+    batch = LearnerBatch(obs, torch.zeros(4, 0), rew, next_obs, term, discount)
+    loss, _ = critic.loss(batch, measured, command)
     with torch.no_grad():
         best = head(next_obs).argmax(-1)
         q_next = critic.target(next_obs)[torch.arange(4), best]
@@ -151,7 +153,7 @@ def test_labels_targets_and_penalty() -> None:
     torch.testing.assert_close(loss, expected)
     # Without the penalty the targets of changing transitions are 0.5 higher, the others the same.
     critic.penalty = 0.0
-    loss0, _ = critic.loss(obs, measured, command, rew, next_obs, term, discount)
+    loss0, _ = critic.loss(batch, measured, command)
     with torch.no_grad():
         expected0 = (
             ((head(obs) - (y + 0.5 * changed.float())[:, None]).square() * taken.float()).sum(1).mean()
@@ -175,9 +177,10 @@ def test_sac_with_the_gripper_learns_its_q_values(layout: tuple[ObsLayout, Actio
     act = torch.rand(n, 4) * 2 - 1
     act[:, 3] = torch.where(torch.arange(n) % 4 < 2, 1.0, -1.0)
     rew, term = torch.zeros(n), torch.ones(n)  # terminal: Q(s, a) = r + penalty term only
-    first = agent.update(obs, act, rew, obs, term)
+    batch = LearnerBatch.one_step(DeviceBatch(obs, act, rew, obs, term), cfg.gamma)
+    first = agent.update(batch)
     for _ in range(400):
-        last = agent.update(obs, act, rew, obs, term)
+        last = agent.update(batch)
     assert last["gripper_loss"] < 0.05 * first["gripper_loss"]
     measured = obs[:, spec.obs_index] * 0.03 + 0.05
     taken, changed = agent.gripper.labels(measured, act[:, 3])

@@ -19,6 +19,7 @@ from robolearn.rl.checkpoint import load_checkpoint
 from robolearn.rl.config import OfflineConfig, SACConfig, TrainCfg
 from robolearn.rl.demos import load_demo_buffer
 from robolearn.rl.offline import IQL, CalQL, returns_to_go
+from robolearn.rl.replay import LearnerBatch
 from robolearn.rl.sac import SAC
 from robolearn.rl.train import train
 
@@ -36,12 +37,13 @@ def _one_thread() -> Any:
     torch.set_num_threads(before)
 
 
-def _dataset(n: int = 128) -> tuple[torch.Tensor, ...]:
+def _dataset(n: int = 128) -> tuple[LearnerBatch, torch.Tensor]:
+    """Transitions and their Monte-Carlo returns."""
     torch.manual_seed(0)
     obs, act = torch.randn(n, 5), torch.rand(n, 2) * 2 - 1
     rew = obs[:, 0] - act[:, 0].square()
     term = torch.zeros(n)
-    return obs, act, rew, torch.randn(n, 5), term, torch.full((n,), 0.9), rew * 2
+    return LearnerBatch(obs, act, rew, torch.randn(n, 5), term, torch.full((n,), 0.9)), rew * 2
 
 
 def _fit(algo: str, cql_alpha: float = 5.0) -> tuple[SAC, dict[str, float], dict[str, float]]:
@@ -53,16 +55,16 @@ def _fit(algo: str, cql_alpha: float = 5.0) -> tuple[SAC, dict[str, float], dict
     agent = SAC(5, 2, sac, torch.device("cpu"))
     cfg = OfflineConfig(cql_alpha=cql_alpha)
     method = CalQL(agent, cfg) if algo == "calql" else IQL(agent, 5, cfg)
-    batch = _dataset()
-    first = method.update(*batch)
+    batch, mc_return = _dataset()
+    first = method.update(batch, mc_return)
     for _ in range(150):
-        last = method.update(*batch)
+        last = method.update(batch, mc_return)
     return agent, first, last
 
 
 def _gap(agent: SAC) -> float:
     """Q of the data's actions minus Q of uniformly random actions."""
-    obs, act = _dataset()[:2]
+    obs, act = _dataset()[0][:2]
     torch.manual_seed(2)
     with torch.no_grad():
         q_data = agent.q_values(agent.critic, obs, act).mean()

@@ -11,6 +11,7 @@ from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
 from robolearn.errors import ConfigError
 from robolearn.rl.config import SACConfig
+from robolearn.rl.replay import DeviceBatch, LearnerBatch
 from robolearn.rl.sac import SAC, CriticEnsemble, EnsembleLayerNorm, EnsembleLinear
 
 
@@ -53,9 +54,10 @@ def test_updates_fit_a_fixed_batch_and_tune_the_temperature() -> None:
     n = cfg.batch_size * cfg.utd_ratio
     obs, act = torch.randn(n, 4), torch.rand(n, 2) * 2 - 1
     rew, term = obs[:, 0].clone(), torch.ones(n)  # terminal: Q(s, a) should become r(s)
-    first = agent.update(obs, act, rew, obs, term)
+    batch = LearnerBatch.one_step(DeviceBatch(obs, act, rew, obs, term), cfg.gamma)
+    first = agent.update(batch)
     for _ in range(300):
-        last = agent.update(obs, act, rew, obs, term)
+        last = agent.update(batch)
     assert last["critic_loss"] < 0.1 * first["critic_loss"]
     assert agent.updates == 301 * cfg.utd_ratio
     assert last["temperature"] != pytest.approx(first["temperature"])
@@ -75,9 +77,9 @@ def test_every_critic_step_and_the_actor_see_demonstrations_and_online_data() ->
     actor_rows: list[torch.Tensor] = []
     critic_step, actor_step = agent.critic_step, agent.actor_step
 
-    def watched_critic(o: torch.Tensor, a: torch.Tensor, r: torch.Tensor, *rest: torch.Tensor) -> Any:
-        critic_rewards.append(r.clone())
-        return critic_step(o, a, r, *rest)
+    def watched_critic(t: LearnerBatch) -> Any:
+        critic_rewards.append(t.reward.clone())
+        return critic_step(t)
 
     def watched_actor(o: torch.Tensor) -> Any:
         actor_rows.append(o.clone())
@@ -85,7 +87,7 @@ def test_every_critic_step_and_the_actor_see_demonstrations_and_online_data() ->
 
     agent.critic_step = watched_critic  # type: ignore[method-assign]
     agent.actor_step = watched_actor  # type: ignore[method-assign]
-    agent.update(obs, act, rew, obs, torch.zeros(n))
+    agent.update(LearnerBatch.one_step(DeviceBatch(obs, act, rew, obs, torch.zeros(n)), cfg.gamma))
     assert len(critic_rewards) == cfg.utd_ratio
     assert all(len(r) == cfg.batch_size and r.mean().item() == 0.5 for r in critic_rewards), critic_rewards
     demo_rows = {tuple(row.tolist()) for row in obs[: n // 2]}
@@ -104,6 +106,7 @@ def test_policy_delay_steps_the_actor_at_every_kth_update_only() -> None:
     )
     obs, act = torch.randn(8, 3), torch.rand(8, 2) * 2 - 1
     rew, term = obs[:, 0].clone(), torch.zeros(8)
+    batch = LearnerBatch.one_step(DeviceBatch(obs, act, rew, obs, term), cfg.gamma)
 
     def flat(module: torch.nn.Module) -> torch.Tensor:
         return torch.cat([p.detach().flatten() for p in module.parameters()])
@@ -111,7 +114,7 @@ def test_policy_delay_steps_the_actor_at_every_kth_update_only() -> None:
     actor_moved, critic_moved, reported = [], [], []
     for _ in range(7):
         actor, critic, alpha = flat(agent.actor), flat(agent.critic), agent.log_alpha.item()
-        metrics = agent.update(obs, act, rew, obs, term)
+        metrics = agent.update(batch)
         actor_moved.append(not torch.equal(actor, flat(agent.actor)))
         assert actor_moved[-1] == (agent.log_alpha.item() != alpha)  # the temperature with the actor
         critic_moved.append(not torch.equal(critic, flat(agent.critic)))
@@ -139,7 +142,8 @@ def test_learner_runs_on_cuda() -> None:
     agent = SAC(4, 2, SACConfig(hidden=(32,), batch_size=8), torch.device("cuda"))
     dev = torch.device("cuda")
     x = torch.randn(8, 4, device=dev)
+    zeros = torch.zeros(8, device=dev)
     out = agent.update(
-        x, torch.zeros(8, 2, device=dev), torch.zeros(8, device=dev), x, torch.zeros(8, device=dev)
+        LearnerBatch.one_step(DeviceBatch(x, torch.zeros(8, 2, device=dev), zeros, x, zeros), 0.99)
     )
     assert math.isfinite(out["critic_loss"])

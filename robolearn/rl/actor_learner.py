@@ -25,7 +25,7 @@ from robolearn.envs.autoreset import EndedEpisodes, EpisodeStatistics, step_succ
 from robolearn.hil.interventions import Interventions, InterventionStats
 from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm
 from robolearn.rl.gripper import GripperSpec
-from robolearn.rl.replay import Batch, ReplayBuffer, sample_training_batch
+from robolearn.rl.replay import Batch, LearnerBatch, ReplayBuffer, sample_training_batch
 from robolearn.rl.sac import SAC
 
 Weights = dict[str, npt.NDArray[np.float32]]
@@ -321,9 +321,9 @@ class LearnerRole:
         self.demos.add(batch.select(idx))
         self.intervened_transitions += len(idx)
 
-    def sample(self, n: int) -> tuple[torch.Tensor, ...]:
-        """``n`` transitions as normalized tensors on the learner's device: obs, action, reward,
-        next obs, terminated and the bootstrap discount (``gamma ** k`` after k summed rewards)."""
+    def sample(self, n: int) -> LearnerBatch:
+        """``n`` transitions as normalized tensors on the learner's device, each with its bootstrap
+        discount (``gamma ** k`` after k summed rewards)."""
         cfg = self.agent.cfg
         batch, discount = sample_training_batch(
             self.online,
@@ -337,7 +337,7 @@ class LearnerRole:
         )
         return self.tensors(batch, discount)
 
-    def tensors(self, batch: Batch, discount: npt.NDArray[np.float32]) -> tuple[torch.Tensor, ...]:
+    def tensors(self, batch: Batch, discount: npt.NDArray[np.float32]) -> LearnerBatch:
         """A batch as normalized tensors on the learner's device (see :meth:`sample`)."""
         n = len(batch.reward)
         device = self.agent.device
@@ -354,7 +354,7 @@ class LearnerRole:
         if self.agent.reward_scale is not None:  # SimbaV2's scaling: rewards in the critic's units
             rewards = rewards / np.float32(self.agent.reward_scale.divisor)
         action, reward, term = tensor(batch.action), tensor(rewards), tensor(batch.terminated)
-        return obs, action, reward, next_obs, term, tensor(discount)
+        return LearnerBatch(obs, action, reward, next_obs, term, tensor(discount))
 
     def _normalize(self, x: torch.Tensor) -> torch.Tensor:
         """The running normalizer applied on the device; its statistics are copied there when they change."""
@@ -372,7 +372,7 @@ class LearnerRole:
     def update(self) -> dict[str, float]:
         """One learner step: ``utd_ratio`` critic updates and one actor update."""
         cfg = self.agent.cfg
-        metrics = self.agent.update(*self.sample(cfg.batch_size * cfg.utd_ratio))
+        metrics = self.agent.update(self.sample(cfg.batch_size * cfg.utd_ratio))
         if self.agent.reward_scale is not None:
             metrics["reward_divisor"] = self.agent.reward_scale.divisor
         return metrics

@@ -38,7 +38,7 @@ from robolearn.policy.normalization import ActionScaler, ObsLayout, RunningNorm,
 from robolearn.rl.actor_learner import EpisodeStats, Weights, policy_weights
 from robolearn.rl.checkpoint import load_checkpoint, restore_agent
 from robolearn.rl.config import TrainCfg
-from robolearn.rl.replay import DeviceBatch, DeviceReplayBuffer, sample_symmetric_device
+from robolearn.rl.replay import DeviceBatch, DeviceReplayBuffer, LearnerBatch, sample_symmetric_device
 from robolearn.rl.sac import SAC, read_metrics
 from robolearn.rl.train import (
     RunState,
@@ -211,9 +211,8 @@ class DeviceLoop:
         for _ in range(steps):
             batch = sample_symmetric_device(self.online, self.demos, n, cfg.demo_fraction, self.generator)
             both = self.norm(torch.cat([batch.obs, batch.next_obs]))  # one pass over both halves
-            metrics = self.agent.update_on_device(
-                both[:n], batch.action, batch.reward, both[n:], batch.terminated
-            )
+            normalized = batch._replace(obs=both[:n], next_obs=both[n:])
+            metrics = self.agent.update_on_device(LearnerBatch.one_step(normalized, cfg.gamma))
         return metrics
 
     # -- what the host reads, off the hot path -----------------------------------------------

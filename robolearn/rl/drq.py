@@ -48,7 +48,7 @@ from robolearn.policy.pixel_export import export_pixel_policy, save_pixel_policy
 from robolearn.policy.pixel_network import PixelPolicy
 from robolearn.rl.config import SACConfig
 from robolearn.rl.pixel_replay import FrameReplay, TensorBatch, capacity_for_budget, load_image_demos
-from robolearn.rl.replay import Batch
+from robolearn.rl.replay import Batch, LearnerBatch
 from robolearn.rl.sac import SAC
 from robolearn.tasks.core import TaskCfg
 from robolearn.tasks.teacher import privileged_observations, teacher_task
@@ -210,7 +210,8 @@ class DrQLearner:
             if self.encoder_opt is not None:
                 self.encoder_opt.zero_grad(set_to_none=True)
             # critic_step's backward reaches the encoder through the features; its optimizer steps here.
-            losses.append(sac.critic_step(features, act[s], rew[s], next_features, term[s], discount[s]))
+            part = LearnerBatch(features, act[s], rew[s], next_features, term[s], discount[s])
+            losses.append(sac.critic_step(part))
             if self.encoder_opt is not None:
                 self.encoder_opt.step()
         # The actor never trains the encoder.

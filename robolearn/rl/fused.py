@@ -29,6 +29,7 @@ from torch.func import functional_call, grad_and_value
 
 if TYPE_CHECKING:
     from robolearn.rl.config import SACConfig
+    from robolearn.rl.replay import LearnerBatch
     from robolearn.rl.sac import SAC
 
 ActorMode = Literal["step", "measure", "reuse"]
@@ -156,13 +157,13 @@ class FusedUpdate:
                 options = {"cpp_wrapper": True, "fallback_random": True}
             self.graph = torch.compile(self.update, fullgraph=True, dynamic=False, options=options)
 
-    def __call__(self, batch: tuple[torch.Tensor, ...], actor: ActorMode) -> tuple[torch.Tensor, ...]:
+    def __call__(self, batch: LearnerBatch, actor: ActorMode) -> tuple[torch.Tensor, ...]:
         """The mean critic loss, and unless ``actor`` is ``reuse`` the actor loss, the temperature
         and the policy's entropy."""
         states = [a.state() for a in self.adams]
         return self.graph(self.views, states, tuple(a.hyper() for a in self.adams), batch, actor)
 
-    def warm_up(self, batch: tuple[torch.Tensor, ...], modes: tuple[ActorMode, ...]) -> None:
+    def warm_up(self, batch: LearnerBatch, modes: tuple[ActorMode, ...]) -> None:
         """Compile the graph of each actor mode now, by a call on copies of the parameters and the
         optimizer state (and with the random generator's state restored): nothing the run keeps
         changes. For a run whose actor thread must not wait for a compilation (on a robot)."""
@@ -179,11 +180,10 @@ class FusedUpdate:
         views: Tensors,
         states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
         hypers: tuple[tuple[float, float, float, float], ...],
-        batch: tuple[torch.Tensor, ...],
+        batch: LearnerBatch,
         actor: ActorMode,
     ) -> tuple[torch.Tensor, ...]:
         sac, cfg = self.sac, self.sac.cfg
-        obs, act, rew, next_obs, term, discount = batch
         (c_first, c_second, c_steps), (a_first, a_second, a_steps), (t_first, t_second, t_steps) = states
         critic = [views[n] for n in self.critic_names]
         target = [views[n] for n in self.target_names]
@@ -201,7 +201,7 @@ class FusedUpdate:
             params = {n: views[n] for n in self.critic_names}
             # The critic loss returns (TD loss, Q): the second rides along as grad_and_value's aux.
             grads, (td, _) = grad_and_value(loss, has_aux=True)(
-                params, "critic", obs[s], act[s], rew[s], next_obs[s], term[s], discount[s], alpha
+                params, "critic", batch.rows(s), alpha
             )
             adam_step(critic, [grads[n] for n in self.critic_names], c_first, c_second, c_steps, hypers[0])
             torch._foreach_lerp_(target, critic, cfg.tau)
@@ -209,7 +209,7 @@ class FusedUpdate:
         critic_loss = torch.stack(losses).mean()
         if actor == "reuse":
             return (critic_loss,)
-        last = obs[slice(utd - 1, utd * b, utd)]
+        last = batch.obs[slice(utd - 1, utd * b, utd)]
         if actor == "measure":
             with torch.no_grad():
                 actor_loss, _, logp = loss({}, "actor", last)

@@ -12,7 +12,7 @@ and a change of the gripper's state (closing an open gripper or opening a closed
 the measured gripper as HIL-SERL's ``GripperPenaltyWrapper`` does) costs ``penalty``, in that
 critic's reward only, so a grasping policy stops chattering.
 
-Transitions keep the task's absolute gripper command (scripted demonstrations, datasets and online
+LearnerBatch keep the task's absolute gripper command (scripted demonstrations, datasets and online
 data alike); the discrete action is read back from it and the measured gripper: the command's side
 of the midpoint says close or open, and where that equals the measured state the transition is
 also ``stay`` (the same command, see :class:`~robolearn.policy.network.GripperHead`), so both
@@ -35,6 +35,7 @@ from robolearn.errors import ConfigError
 from robolearn.policy.network import GripperHead
 from robolearn.policy.normalization import ActionScaler, ObsLayout
 from robolearn.rl.config import SACConfig
+from robolearn.rl.replay import LearnerBatch
 from robolearn.tasks.core import TaskCfg
 
 PolicyFn = Callable[[dict[str, npt.NDArray[np.float32]]], npt.NDArray[np.float64]]
@@ -123,38 +124,26 @@ class GripperCritic:
         return taken, changed
 
     def loss(
-        self,
-        obs: torch.Tensor,
-        measured: torch.Tensor,
-        command: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
+        self, t: LearnerBatch, measured: torch.Tensor, command: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The double-DQN loss over the Q-values each transition describes, and its change flags."""
+        """The double-DQN loss over the Q-values each transition describes, and its change flags.
+
+        ``t`` without the gripper's action component; ``command`` is that component (B,) and
+        ``measured`` the measured gripper (B,) in raw units."""
         taken, changed = self.labels(measured, command)
+        rew = t.reward
         with torch.no_grad():
-            best = self.head(next_obs).argmax(dim=-1, keepdim=True)
-            q_next = self.target(next_obs).gather(1, best).squeeze(1)
-            target = rew - self.penalty * changed.to(rew.dtype) + discount * (1.0 - term) * q_next
-        q = self.head(obs)
+            best = self.head(t.next_obs).argmax(dim=-1, keepdim=True)
+            q_next = self.target(t.next_obs).gather(1, best).squeeze(1)
+            target = rew - self.penalty * changed.to(rew.dtype) + t.discount * (1.0 - t.terminated) * q_next
+        q = self.head(t.obs)
         mask = taken.to(q.dtype)
         loss = ((q - target.unsqueeze(1)).square() * mask).sum(dim=1).mean()
         return loss, changed
 
-    def step(
-        self,
-        obs: torch.Tensor,
-        measured: torch.Tensor,
-        command: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
-    ) -> torch.Tensor:
-        """One gradient step and a Polyak update of the target; returns the loss."""
-        loss, _ = self.loss(obs, measured, command, rew, next_obs, term, discount)
+    def step(self, t: LearnerBatch, measured: torch.Tensor, command: torch.Tensor) -> torch.Tensor:
+        """One gradient step (of :meth:`loss`) and a Polyak update of the target; returns the loss."""
+        loss, _ = self.loss(t, measured, command)
         self.opt.zero_grad(set_to_none=True)
         loss.backward(inputs=self.params)
         self.opt.step()

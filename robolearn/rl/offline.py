@@ -26,22 +26,14 @@ from torch import nn
 
 from robolearn.policy.network import Actor
 from robolearn.rl.config import OfflineConfig
+from robolearn.rl.replay import LearnerBatch
 from robolearn.rl.sac import SAC
 
 
 class OfflineAlgorithm(Protocol):
-    """One gradient step from a batch of dataset transitions with their Monte-Carlo returns."""
+    """One gradient step from a batch of dataset transitions with their Monte-Carlo returns (B,)."""
 
-    def update(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
-        mc_return: torch.Tensor,
-    ) -> dict[str, float]: ...
+    def update(self, t: LearnerBatch, mc_return: torch.Tensor) -> dict[str, float]: ...
 
 
 def returns_to_go(
@@ -103,16 +95,7 @@ class CalQL:
         lse = torch.logsumexp(cat, dim=1) - math.log(2 * k)
         return self.cfg.cql_alpha * (lse - q_data).mean(dim=1).sum()
 
-    def update(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
-        mc_return: torch.Tensor,
-    ) -> dict[str, float]:
+    def update(self, t: LearnerBatch, mc_return: torch.Tensor) -> dict[str, float]:
         agent = self.agent
         regularizer: list[torch.Tensor] = []
 
@@ -120,8 +103,8 @@ class CalQL:
             regularizer.append(self._regularizer(o, a, mc_return))
             return regularizer[0]
 
-        total = agent.critic_step(obs, act, rew, next_obs, term, discount, extra=extra)
-        actor_loss, alpha, entropy = agent.scheduled_actor_step(obs)
+        total = agent.critic_step(t, extra=extra)
+        actor_loss, alpha, entropy = agent.scheduled_actor_step(t.obs)
         agent.updates += 1
         reg = regularizer[0].detach()
         metrics = agent.metrics(total - reg, actor_loss, alpha, entropy)  # critic_loss: the TD part
@@ -146,17 +129,9 @@ class IQL(nn.Module):
         fused = True if agent.device.type in ("cpu", "cuda") else None
         self.value_opt = torch.optim.Adam(self.value.parameters(), lr=agent.cfg.critic_lr, fused=fused)
 
-    def update(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
-        mc_return: torch.Tensor,
-    ) -> dict[str, float]:
+    def update(self, t: LearnerBatch, mc_return: torch.Tensor) -> dict[str, float]:
         agent, cfg = self.agent, self.cfg
+        obs, act = t.obs, t.action
         with torch.no_grad():
             q_target = agent.q_values(agent.target_critic, obs, act).min(dim=0).values
         # Expectile regression of V(s) towards Q(s, a) of the data: an upper expectile, not a max
@@ -170,7 +145,7 @@ class IQL(nn.Module):
         self.value_opt.step()
 
         with torch.no_grad():
-            target = rew + discount * (1.0 - term) * self.value(next_obs).squeeze(-1)
+            target = t.reward + t.discount * (1.0 - t.terminated) * self.value(t.next_obs).squeeze(-1)
         out = agent.critic(obs, act)
         critic_loss = agent._td_loss(out, target)
         agent.critic_opt.zero_grad(set_to_none=True)

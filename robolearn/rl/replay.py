@@ -271,6 +271,30 @@ class DeviceBatch(NamedTuple):
     terminated: torch.Tensor
 
 
+class LearnerBatch(NamedTuple):
+    """A learner's batch: tensors on its device, observations flattened and normalized."""
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+    """1.0 where the next state is terminal (no bootstrap); time-outs are 0."""
+    discount: torch.Tensor
+    """Each transition's bootstrap discount: ``gamma ** k`` after k summed rewards."""
+
+    @classmethod
+    def one_step(cls, batch: DeviceBatch, gamma: float) -> LearnerBatch:
+        """``batch`` with the one-step discount ``gamma`` for every transition."""
+        return cls(*batch, torch.full_like(batch.reward, gamma))
+
+    def rows(self, s: slice) -> LearnerBatch:
+        """The transitions ``s`` selects (a critic step's slice of an update's batch)."""
+        # Unpacked, not a generator over the fields: this also runs inside the compiled update (rl/fused.py).
+        obs, act, rew, next_obs, term, discount = self
+        return LearnerBatch(obs[s], act[s], rew[s], next_obs[s], term[s], discount[s])
+
+
 class DeviceReplayBuffer:
     """:class:`ReplayBuffer` in a torch device's memory, observations flattened (issue 14).
 

@@ -51,6 +51,7 @@ from robolearn.policy.network import Actor
 from robolearn.rl.config import SACConfig
 from robolearn.rl.fused import ActorMode, FusedUpdate, fusable
 from robolearn.rl.gripper import GripperCritic, GripperSpec
+from robolearn.rl.replay import LearnerBatch
 from robolearn.rl.reward_scale import ReturnScale
 
 log = logging.getLogger(__name__)
@@ -436,23 +437,15 @@ class SAC(nn.Module):
         return q_next.min(dim=0).values
 
     # -- losses ------------------------------------------------------------------------------
-    def forward(self, loss: str, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(self, loss: str, *args: Any) -> tuple[torch.Tensor, ...]:
         """A loss by name (``critic`` or ``actor``): the entry ``torch.func.functional_call`` calls
         with substituted parameters (:mod:`robolearn.rl.fused`)."""
         return self.critic_loss(*args) if loss == "critic" else self.actor_loss(*args)
 
-    def critic_loss(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
-        alpha: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def critic_loss(self, t: LearnerBatch, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The TD loss of the critic ensemble and Q(s, a) (mean over members, detached)."""
         cfg = self.cfg
+        obs, act, next_obs = t.obs, t.action, t.next_obs
         with torch.no_grad():
             next_act, next_logp = self.actor.sample(next_obs)
         if cfg.target_network:
@@ -471,7 +464,7 @@ class SAC(nn.Module):
             v_next = self._pessimistic(q_next)
             if cfg.backup_entropy:
                 v_next = v_next - alpha * next_logp
-            target = rew + discount * (1.0 - term) * v_next
+            target = t.reward + t.discount * (1.0 - t.terminated) * v_next
         loss = self._td_loss(out, target)
         q = out.detach().float()
         q = self.hl_gauss.value(q) if self.hl_gauss is not None else q
@@ -488,21 +481,14 @@ class SAC(nn.Module):
 
     # -- steps -------------------------------------------------------------------------------
     def critic_step(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor,
-        extra: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        self, t: LearnerBatch, extra: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     ) -> torch.Tensor:
         """One gradient step of the critics (plus ``extra(obs, act)``, a regularizer such as Cal-QL's)."""
         alpha = self.log_alpha.exp().detach()
         with self.autocast():
-            loss, _ = self._critic_loss_fn(obs, act, rew, next_obs, term, discount, alpha)
+            loss, _ = self._critic_loss_fn(t, alpha)
             if extra is not None:
-                loss = loss + extra(obs, act)
+                loss = loss + extra(t.obs, t.action)
         self.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.critic_opt.step()
@@ -552,53 +538,35 @@ class SAC(nn.Module):
             return "step"
         return "reuse"
 
-    def update(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor | None = None,
-    ) -> dict[str, float]:
+    def update(self, t: LearnerBatch) -> dict[str, float]:
         """``utd_ratio`` critic steps on interleaved slices of the batch (every ``utd_ratio``-th
         transition), then one actor step on the last of them (at every ``actor_every``-th update).
 
-        The tensors hold ``utd_ratio * batch_size`` transitions, already normalized; ``discount`` is
-        each transition's bootstrap discount (``gamma ** n`` for n-step returns; default ``gamma``).
+        ``t`` holds ``utd_ratio * batch_size`` transitions, already normalized, with each one's
+        bootstrap discount (``gamma ** n`` for n-step returns).
         """
-        return read_metrics(self.update_on_device(obs, act, rew, next_obs, term, discount))
+        return read_metrics(self.update_on_device(t))
 
-    def update_on_device(
-        self,
-        obs: torch.Tensor,
-        act: torch.Tensor,
-        rew: torch.Tensor,
-        next_obs: torch.Tensor,
-        term: torch.Tensor,
-        discount: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:
+    def update_on_device(self, t: LearnerBatch) -> dict[str, torch.Tensor]:
         """:meth:`update` with its metrics left on the device (0-d tensors): no host synchronization,
         so a loop on a GPU reads them (:func:`read_metrics`) only when it logs (issue 14)."""
         b = self.cfg.batch_size
-        if discount is None:
-            discount = torch.full_like(rew, self.cfg.gamma)
         if self._fused is not None:
-            return self._fused_update((obs, act, rew, next_obs, term, discount), self._fused)
-        act, command = self._split_action(act)
+            return self._fused_update(t, self._fused)
+        act, command = self._split_action(t.action)
+        t = t._replace(action=act)
         critic_losses, gripper_losses = [], []
         utd = self.cfg.utd_ratio
         # Interleaved, not consecutive: a sampler puts the demonstrations first and the online data
         # after, so consecutive slices would give some critic steps (and the actor) only one of them.
         for k in range(utd):
             s = slice(k, utd * b, utd)
-            critic_losses.append(self.critic_step(obs[s], act[s], rew[s], next_obs[s], term[s], discount[s]))
+            part = t.rows(s)
+            critic_losses.append(self.critic_step(part))
             if self.gripper is not None and command is not None:
-                measured = self._measured_gripper(obs[s])
-                gripper_losses.append(
-                    self.gripper.step(obs[s], measured, command[s], rew[s], next_obs[s], term[s], discount[s])
-                )
-        actor_loss, alpha, entropy = self.scheduled_actor_step(obs[s])  # the last critic step's slice
+                measured = self._measured_gripper(part.obs)
+                gripper_losses.append(self.gripper.step(part, measured, command[s]))
+        actor_loss, alpha, entropy = self.scheduled_actor_step(part.obs)  # the last critic step's slice
         self.updates += self.cfg.utd_ratio
         extra = {"gripper_loss": torch.stack(gripper_losses).mean()} if gripper_losses else {}
         names = ("critic_loss", "actor_loss", "temperature", "entropy", *extra)
@@ -613,7 +581,7 @@ class SAC(nn.Module):
         cfg = self.cfg
         n, obs_dim, device = cfg.batch_size * cfg.utd_ratio, self.obs_dim, self.device
         # Distinct tensors, as a sampled batch's: inputs that alias would be a graph of their own.
-        batch = (
+        batch = LearnerBatch(
             torch.zeros(n, obs_dim, device=device),
             torch.zeros(n, self.action_dim, device=device),
             torch.zeros(n, device=device),
@@ -628,7 +596,7 @@ class SAC(nn.Module):
             modes.append("reuse")
         self._fused.warm_up(batch, tuple(modes))
 
-    def _fused_update(self, batch: tuple[torch.Tensor, ...], fused: FusedUpdate) -> dict[str, torch.Tensor]:
+    def _fused_update(self, batch: LearnerBatch, fused: FusedUpdate) -> dict[str, torch.Tensor]:
         """:meth:`update_on_device` as one graph (:mod:`robolearn.rl.fused`), the same schedule."""
         mode = self._actor_schedule()
         try:
@@ -641,7 +609,7 @@ class SAC(nn.Module):
             log.warning("--sac.compile auto: the update did not compile (%s); updating step by step", first)
             # Eagerly: the compiled losses would meet the same compiler.
             self._fused, self._critic_loss_fn, self._actor_loss_fn = None, self.critic_loss, self.actor_loss
-            return self.update_on_device(*batch)
+            return self.update_on_device(batch)
         self._fused_ran.add(mode)
         if mode == "step":
             self._actor_metrics = (actor[0], actor[1], actor[2])

@@ -687,9 +687,8 @@ def _pretrain(
     b = cfg.sac.batch_size
     for step in range(cfg.offline_steps):
         idx = rng.integers(0, len(data), b)
-        obs, act, rew, next_obs, term, discount = sampler.tensors(data.take(idx), np.full(b, cfg.sac.gamma))
-        mc = torch.as_tensor(mc_return[idx], device=agent.device)
-        metrics = algo.update(obs, act, rew, next_obs, term, discount, mc)
+        batch = sampler.tensors(data.take(idx), np.full(b, cfg.sac.gamma))
+        metrics = algo.update(batch, torch.as_tensor(mc_return[idx], device=agent.device))
         if progress is not None and ((step + 1) % 100 == 0 or step + 1 == cfg.offline_steps):
             state.updates = agent.updates
             rate = (step + 1) / max(time.perf_counter() - started, 1e-9)
