@@ -23,7 +23,7 @@ from robolearn.rl.checkpoint import (
     set_rng_state,
 )
 from robolearn.rl.config import SACConfig
-from robolearn.rl.replay import Batch, ReplayBuffer
+from robolearn.rl.replay import Batch, DeviceBatch, LearnerBatch, ReplayBuffer
 from robolearn.rl.sac import SAC
 
 CFG = SACConfig(hidden=(32, 32), batch_size=16, num_critics=3)
@@ -33,7 +33,8 @@ def _parts(seed: int) -> tuple[SAC, RunningNorm, ReplayBuffer, ReplayBuffer]:
     torch.manual_seed(seed)
     agent = SAC(5, 2, CFG, torch.device("cpu"))
     x = torch.randn(16, 5)
-    agent.update(x, torch.zeros(16, 2), torch.ones(16), x, torch.zeros(16))  # optimizer state exists
+    batch = DeviceBatch(x, torch.zeros(16, 2), torch.ones(16), x, torch.zeros(16))
+    agent.update(LearnerBatch.one_step(batch, 0.99))  # optimizer state exists
     norm = RunningNorm(5)
     norm.update(np.random.default_rng(seed).normal(size=(40, 5)))
     online, demos = ReplayBuffer(50, {"s": (5,)}, 2), ReplayBuffer(50, {"s": (5,)}, 2)

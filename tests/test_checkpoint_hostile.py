@@ -22,7 +22,7 @@ from robolearn.errors import CorruptFileError
 from robolearn.policy.loading import load_policy
 from robolearn.policy.normalization import RunningNorm
 from robolearn.rl.checkpoint import load_checkpoint, save_checkpoint
-from robolearn.rl.replay import ReplayBuffer
+from robolearn.rl.replay import DeviceBatch, LearnerBatch, ReplayBuffer
 from robolearn.rl.sac import SAC, SACConfig
 
 CFG = SACConfig(hidden=(16,), batch_size=8, num_critics=2)
@@ -35,7 +35,9 @@ def _run(root: Path, name: str = "run") -> Path:
     torch.manual_seed(0)
     agent = SAC(3, 1, CFG, torch.device("cpu"))
     x = torch.randn(8, 3)
-    agent.update(x, torch.zeros(8, 1), torch.ones(8), x, torch.zeros(8))
+    agent.update(
+        LearnerBatch.one_step(DeviceBatch(x, torch.zeros(8, 1), torch.ones(8), x, torch.zeros(8)), 0.99)
+    )
     norm = RunningNorm(3)
     norm.update(np.random.default_rng(0).normal(size=(20, 3)))
     run = root / name
