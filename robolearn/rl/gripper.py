@@ -12,7 +12,7 @@ and a change of the gripper's state (closing an open gripper or opening a closed
 the measured gripper as HIL-SERL's ``GripperPenaltyWrapper`` does) costs ``penalty``, in that
 critic's reward only, so a grasping policy stops chattering.
 
-LearnerBatch keep the task's absolute gripper command (scripted demonstrations, datasets and online
+Transitions keep the task's absolute gripper command (scripted demonstrations, datasets and online
 data alike); the discrete action is read back from it and the measured gripper: the command's side
 of the midpoint says close or open, and where that equals the measured state the transition is
 also ``stay`` (the same command, see :class:`~robolearn.policy.network.GripperHead`), so both
