@@ -43,7 +43,10 @@ def test_options_out_of_range_are_refused_by_name(field: str, value: object, opt
         FinetuneBenchCfg(**{field: value}).check()  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("embodiment", "task"), [("arm", "panda_pick_cube"), ("car", "car_checkpoints")])
+@pytest.mark.parametrize(
+    ("embodiment", "task"),
+    [("arm", "panda_pick_cube"), ("drone", "quadrotor_hover"), ("car", "car_checkpoints")],
+)
 def test_the_built_in_gap_scales_with_its_strength_and_builds_on_pybullet(
     embodiment: str, task: str, tmp_path: Path
 ) -> None:
@@ -162,13 +165,15 @@ def test_a_pretrained_run_poor_in_simulation_is_said_to_be() -> None:
     for fit in (0.8, None):  # good enough, or a given run whose success is not known
         _warn_if_unfit(cfg, "arm", fit, said.append)
     assert len(said) == 1
+    _warn_if_unfit(cfg, "drone", 0.1, said.append)
+    assert len(said) == 2 and "--pretrained-drone" in said[1], said
 
 
 def test_a_latency_the_robots_watchdog_would_pause_training_on_is_refused() -> None:
     """Measured: at 80 ms against the arm's 100 ms watchdog, robot training paused at every step."""
     from robolearn.bench.finetune import check_latency, run_finetune_bench
 
-    for embodiment in ("arm", "car"):
+    for embodiment in ("arm", "drone", "car"):
         check_latency(FinetuneBenchCfg(obs_latency_ms=60.0), embodiment)  # 60 + 2 x 20 ms fits 100 ms
         refused = r"--obs-latency-ms 80: .*watchdog_timeout of 100 ms.*at most 60 ms"
         with pytest.raises(ConfigError, match=refused):
@@ -323,6 +328,10 @@ def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any
         ConfigError, match=r"--pretrained-car .*: a run of task panda_pick_cube, not car_checkpoints"
     ):
         FinetuneBenchCfg(pretrained_car=run).check()
+    with pytest.raises(
+        ConfigError, match=r"--pretrained-drone .*: a run of task panda_pick_cube, not quadrotor_hover"
+    ):
+        FinetuneBenchCfg(pretrained_drone=run).check()
 
 
 @pytest.mark.slow

@@ -481,18 +481,22 @@ class SysidBenchCfg:
 class FinetuneBenchCfg:
     """Fine-tuning a MuJoCo-trained SAC policy on a gapped robot over ROS 2 (issue 10): zero-shot,
     fine-tuned (``--init-from``, WSRL, scripted interventions) and from scratch, for one robot budget,
-    on the arm and on a second embodiment (the car)."""
+    on the arm and on a second embodiment (the car, or the drone)."""
 
     task: str = "panda_pick_cube"
     """Arm task trained in MuJoCo and fine-tuned on the PyBullet robot."""
     car_task: str = "car_checkpoints"
-    """The second embodiment's task; its summary keys end in ``_car``."""
-    embodiments: tuple[Literal["arm", "car"], ...] = ("arm", "car")
+    """The car's task; its summary keys end in ``_car``."""
+    drone_task: str = "quadrotor_hover"
+    """The drone's task; its summary keys end in ``_drone``."""
+    embodiments: tuple[Literal["arm", "drone", "car"], ...] = ("arm", "car")
     """Embodiments to run, each with its own gap, pretrained run and robot budget."""
     pretrained: Path | None = None
     """A ``robolearn train`` run folder of ``task`` trained in MuJoCo; None trains one here."""
     pretrained_car: Path | None = None
     """The same for ``car_task``."""
+    pretrained_drone: Path | None = None
+    """The same for ``drone_task``."""
     pretrain_steps: int = 20_000
     """Environment steps of each MuJoCo run made here (pick-cube reaches 0.9 in 20,000: bench learn; the
     car reached 0 % in 20,000, return -4.8 over 20 episodes, 2026-11-27; a 60,000-step run evaluated 0,
@@ -580,12 +584,15 @@ class FinetuneBenchCfg:
     """Gap: sensor noise as a multiple of the task's observation noise levels."""
     gap_strength: float = 1.0
     """Gap: 0 is the nominal robot (PyBullet, latency and noise only), 1 the built-in gap (arm: cube
-    3x heavier, half its friction, controller gains -30 %; car: half the tyre friction), between
+    3x heavier, half its friction, controller gains -30 %; car: half the tyre friction; drone: 1.3x
+    its mass, motor constant -20 %), between
     interpolates, up to 1.5 extrapolates."""
     gap_params: Path | None = None
     """Gap: a parameter file in ``robolearn sysid``'s format for the arm, instead of the built-in gap."""
     gap_params_car: Path | None = None
     """The same for the car."""
+    gap_params_drone: Path | None = None
+    """The same for the drone."""
     calibrate: tuple[float, ...] = ()
     """Only measure zero-shot success at each of these gap strengths (no robot training): a quick
     way to pick ``gap_strength``."""
@@ -603,12 +610,10 @@ class FinetuneBenchCfg:
         check_range("--zero-shot-below", self.zero_shot_below, 0, 1, low_open=True)
         check_range("--stop-episodes", self.stop_episodes, 1, 1_000)
         check_range("--warmup-steps", self.warmup_steps, 0)
-        for option, run, task in (
-            ("--pretrained", self.pretrained, self.task),
-            ("--pretrained-car", self.pretrained_car, self.car_task),
-        ):
+        for embodiment in ("arm", "drone", "car"):
+            run = self.pretrained_of(embodiment)
             if run is not None:  # checked before the zero-shot evaluation, not after it
-                check_run_dir(option, run, task)
+                check_run_dir(self.pretrained_option(embodiment), run, self.task_of(embodiment))
         if not self.recipes or len(set(self.recipes)) != len(self.recipes):
             raise ConfigError(
                 f"--recipes: name wsrl, sim_share and/or fresh_critics, each once; got {list(self.recipes)}"
@@ -637,7 +642,28 @@ class FinetuneBenchCfg:
         for strength in self.calibrate:
             check_range("--calibrate", strength, 0, 1.5)
         if not self.embodiments or len(set(self.embodiments)) != len(self.embodiments):
-            raise ConfigError(f"--embodiments: name arm and/or car, each once; got {list(self.embodiments)}")
+            raise ConfigError(
+                f"--embodiments: name arm, drone and/or car, each once; got {list(self.embodiments)}"
+            )
         check_seed("--seed", self.seed)
         if self.work_dir is not None:
             check_output_dir("--work-dir", self.work_dir)
+
+    def task_of(self, embodiment: str) -> str:
+        """The task ``embodiment`` is measured on."""
+        return {"arm": self.task, "drone": self.drone_task, "car": self.car_task}[embodiment]
+
+    def pretrained_of(self, embodiment: str) -> Path | None:
+        """The given MuJoCo run of ``embodiment`` (None: trained here)."""
+        given = {"arm": self.pretrained, "drone": self.pretrained_drone, "car": self.pretrained_car}
+        return given[embodiment]
+
+    def gap_params_of(self, embodiment: str) -> Path | None:
+        """The given parameter file of ``embodiment``'s gap (None: the built-in gap)."""
+        given = {"arm": self.gap_params, "drone": self.gap_params_drone, "car": self.gap_params_car}
+        return given[embodiment]
+
+    @staticmethod
+    def pretrained_option(embodiment: str) -> str:
+        """The command-line option that gives ``embodiment``'s MuJoCo run."""
+        return "--pretrained" if embodiment == "arm" else f"--pretrained-{embodiment}"

@@ -3,7 +3,8 @@
 The sim-to-real proxy: the "real" robot is a PyBullet ``sim_robot_node`` with a deliberate gap: its
 engine, observations ``obs_latency_ms`` late and noisy, and a ``robolearn sysid`` parameter file
 with the physics changed (:func:`gap_params`; for the arm the cube 3x heavier with half its
-friction and the controllers' gains 30 % lower, for the car half the tyres' friction). Three
+friction and the controllers' gains 30 % lower, for the car half the tyres' friction, for the drone
+30 % more mass on motors 20 % weaker). Three
 policies meet it, each evaluated by ``policy_node`` against the gapped robot, success counted by
 the robot:
 
@@ -22,9 +23,10 @@ robot's values first (``fresh_critics``). The first recipe is the one the goal j
 
 The last line of ``robolearn bench finetune`` is one JSON object with ``zero_shot_success``,
 ``finetuned_success``, ``scratch_success``, ``robot_minutes`` (the budget) and
-``finetuned_minutes`` (used) for the arm, the same keys ending in ``_car`` for the car, and
-``goal_met`` for each: fine-tuned at least ``goal`` (0.95) within the budget (20 robot minutes)
-where zero-shot is below ``zero_shot_below`` (0.6), and well above from-scratch (:data:`WELL_ABOVE`).
+``finetuned_minutes`` (used) for the arm, the same keys ending in ``_car`` for the car (``_drone``
+for the drone), and ``goal_met`` for each: fine-tuned at least ``goal`` (0.95) within the budget
+(20 robot minutes) where zero-shot is below ``zero_shot_below`` (0.6), and well above from-scratch
+(:data:`WELL_ABOVE`).
 ``finetuned_minutes_to_own_80`` and ``scratch_minutes_to_own_80`` say how soon each run's policy
 worked on its own: the robot minutes until 8 of 10 of its own training episodes (those nobody
 drove) had succeeded, the first time (null: never).
@@ -71,9 +73,12 @@ GAPS: dict[str, dict[str, float]] = {
     },
     # Half the tyres' grip (a dusty floor): corners taken at simulation speed slide wide.
     "car": {"robot_friction_scale": 0.5},
+    # A heavier drone (a bigger battery, a camera deck) on motors that lift less per command (worn
+    # propellers, a sagging battery): the hover thrust learned in simulation no longer holds it up.
+    "drone": {"mass_scale": 1.3, "thrust.gain": 0.8},
 }
 """The built-in gap of each embodiment, as multipliers at gap strength 1."""
-SUFFIX = {"arm": "", "car": "_car"}
+SUFFIX = {"arm": "", "drone": "_drone", "car": "_car"}
 """Summary keys of each embodiment end in this."""
 WELL_ABOVE = 0.2
 """Fine-tuned beats from-scratch "well" when its success is at least this much higher and the 95 %
@@ -110,23 +115,19 @@ class _TrainProgress:
         )
 
 
-def _tasks(cfg: FinetuneBenchCfg) -> dict[str, str]:
-    return {"arm": cfg.task, "car": cfg.car_task}
-
-
 def _gap(
     cfg: FinetuneBenchCfg, embodiment: str, folder: Path, strength: float | None = None
 ) -> dict[str, object]:
     """The robot's parameters that make the gap beyond latency and noise: a given file or the built-in
     gap written to ``folder``."""
-    given = cfg.gap_params if embodiment == "arm" else cfg.gap_params_car
+    given = cfg.gap_params_of(embodiment)
     if given is not None and strength is None:
         return {"sim_params": str(given)}
     strength = cfg.gap_strength if strength is None else strength
     if strength == 0:
         return {}
     path = folder / f"gap-{embodiment}-{strength:g}.yaml"
-    save_sim_params(gap_params(embodiment, _tasks(cfg)[embodiment], strength), path)
+    save_sim_params(gap_params(embodiment, cfg.task_of(embodiment), strength), path)
     return {"sim_params": str(path)}
 
 
@@ -269,7 +270,7 @@ def check_latency(cfg: FinetuneBenchCfg, embodiment: str) -> None:
     One more control period is kept for the transport's jitter."""
     from robolearn.hardware.registry import load_safety_config, safety_robot
 
-    task = make_task_cfg(_tasks(cfg)[embodiment])
+    task = make_task_cfg(cfg.task_of(embodiment))
     safety = load_safety_config(safety_robot(task))
     allowed = (safety.watchdog_timeout - 2 * task.control_dt) * 1000
     if cfg.obs_latency_ms > allowed + 1e-6:  # (0.1 - 0.04) * 1000 is not exactly 60
@@ -285,7 +286,7 @@ def _pretrained(
     cfg: FinetuneBenchCfg, embodiment: str, task: str, folder: Path, progress: Callable[[str], None]
 ) -> tuple[Path, float | None]:
     """The MuJoCo run: given, or trained here; its run folder and simulation success (if known)."""
-    given = cfg.pretrained if embodiment == "arm" else cfg.pretrained_car
+    given = cfg.pretrained_of(embodiment)
     if given is not None:
         return given, None
     from robolearn.rl.train import train
@@ -319,7 +320,7 @@ def _warn_if_unfit(
     learning on the robot from a poor start, not the gap (the car reached 0 % in 20,000 steps)."""
     if sim_success is None or sim_success >= cfg.zero_shot_below:
         return
-    option = "--pretrained" if embodiment == "arm" else "--pretrained-car"
+    option = cfg.pretrained_option(embodiment)
     progress(
         f"{embodiment}: warning: the MuJoCo run succeeds in {sim_success:.0%} of its evaluation episodes "
         f"in simulation, below --zero-shot-below {cfg.zero_shot_below:g}: the robot figures will not "
@@ -360,7 +361,7 @@ def _embodiment(
     cfg: FinetuneBenchCfg, embodiment: str, folder: Path, progress: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One embodiment's three policies on its gapped robot: table rows and suffixed summary keys."""
-    task = _tasks(cfg)[embodiment]
+    task = cfg.task_of(embodiment)
     sub = folder / embodiment
     sub.mkdir(parents=True, exist_ok=True)
     gap = _gap(cfg, embodiment, sub)
@@ -475,7 +476,7 @@ def _calibrate(
     cfg: FinetuneBenchCfg, embodiment: str, folder: Path, progress: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Zero-shot success at each gap strength of ``cfg.calibrate`` (no robot training)."""
-    task = _tasks(cfg)[embodiment]
+    task = cfg.task_of(embodiment)
     sub = folder / embodiment
     sub.mkdir(parents=True, exist_ok=True)
     pretrained, sim_success = _pretrained(cfg, embodiment, task, sub, progress)

@@ -352,7 +352,7 @@ class CascadedCtbrExpert:
         self.kp, self.kd, self.max_speed = np.asarray(kp), np.asarray(kd), max_speed
         self.max_horizontal_acc = GRAVITY * math.tan(max_tilt)
         self.k_att = np.asarray(k_att)
-        self.mass = cfg.action.neutral[0] / GRAVITY  # nominal mass, from the hover thrust
+        self.mass = _felt_mass(cfg)
         self.low, self.high = np.asarray(cfg.action.low), np.asarray(cfg.action.high)
 
     def __call__(self, obs: Observation) -> FloatArray:
@@ -383,6 +383,18 @@ class CascadedCtbrExpert:
         e_rot = 0.5 * np.stack([skew[:, 2, 1], skew[:, 0, 2], skew[:, 1, 0]], axis=1)
         rates = -self.k_att * e_rot
         return np.clip(np.concatenate([thrust[:, None], rates], axis=1), self.low, self.high)
+
+
+def _felt_mass(cfg: TaskCfg) -> float:
+    """The mass (kg) the thrust command must carry: the nominal one, from the hover thrust, or that of
+    the robot ``cfg`` describes where it is identified (heavier, or with weaker motors: a command of
+    T newtons then lifts ``gain`` T), as a pilot trims a drone that sags."""
+    nominal = cfg.action.neutral[0] / GRAVITY
+    identified = cfg.scene.robot.identified
+    if identified is None:
+        return nominal
+    carried = nominal * identified.mass_scale + identified.payload_mass
+    return carried / identified.actuator_gain_scale.get("thrust", 1.0)
 
 
 def _clip_norm(v: FloatArray, limit: float) -> FloatArray:
