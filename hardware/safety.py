@@ -64,6 +64,10 @@ from robolearn.tasks.robots.crazyflie import GRAVITY
 
 log = logging.getLogger(__name__)
 
+PROTECTIVE_STOPS = ("geofence", "joint_limit")
+"""Latched stops the robot's own motion trips (it left its box, a joint passed its range), as
+against the operator's e-stop."""
+
 INTERVENTIONS = (
     "estop",
     "geofence",
@@ -159,6 +163,11 @@ class SafetyLayer:
     def stopped(self) -> bool:
         """True while the last :meth:`filter` returned a safe stop, or a stop is latched."""
         return self._latched is not None or self._stop_reason is not None
+
+    @property
+    def protective_stop(self) -> str | None:
+        """The latched protective stop (:data:`PROTECTIVE_STOPS`), if one is latched."""
+        return self._latched if self._latched in PROTECTIVE_STOPS else None
 
     @property
     def stop_reason(self) -> str | None:

@@ -299,6 +299,42 @@ def test_an_estop_during_a_reset_pauses_it_and_asks_again(robot: subprocess.Pope
         env.close()
 
 
+def test_a_geofence_stop_ends_the_episode_and_is_released_at_the_reset(domain: int, tmp_path: Path) -> None:
+    """A drone that climbs out of its geofence latches the safety layer's stop: the episode ends there
+    (truncated, the policy no longer drives) and, once the robot is reset, the next one flies again.
+    Left latched (before 2026-12-01), every later episode of a drone's run from scratch ran the safe
+    stop whatever the policy or the scripted person commanded."""
+    task = "quadrotor_hover"
+    params = {"task": task, "backend": "mujoco", "self_reset": False}
+    with (tmp_path / "sim_robot_node.log").open("w") as log:
+        proc = start_node("sim_robot_node", params, domain, log=log)
+        try:
+            env = RosRobotEnv(task, RosRobotCfg(connect_timeout=60.0, reset_timeout=30.0))
+            try:
+                env.reset(seed=0)
+                climb = np.array([[env.cfg.action.high[0], 0.0, 0.0, 0.0]], np.float32)
+                for step in range(env.cfg.episode_length):  # noqa: B007 (read after the loop)
+                    _, _, terminated, truncated, _ = env.step(climb)
+                    if terminated[0] or truncated[0]:
+                        break
+                report = env.report()
+                assert report["protective_stops"] == 1 and report["safety"]["geofence"] >= 1, report
+                assert truncated[0] and not terminated[0] and step < env.cfg.episode_length - 1, step
+                assert report["episodes"] == 1 and report["resets"] == 2, report
+                # Reset by the protocol, released: hover thrust is sent as it is, the fence not tripped.
+                assert env.safety.protective_stop is None
+                tripped = report["safety"]["geofence"]
+                hover = np.asarray(env.cfg.action.neutral, np.float32)[None]
+                for _ in range(10):
+                    env.step(hover)
+                report = env.report()
+                assert report["safety"]["geofence"] == tripped and report["protective_stops"] == 1, report
+            finally:
+                env.close()
+        finally:
+            stop_node(proc)
+
+
 def test_an_operator_reset_needs_a_device() -> None:
     from robolearn.errors import ConfigError
 

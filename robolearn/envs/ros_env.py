@@ -15,6 +15,14 @@ real time at the task's control rate:
   goes out every period until the e-stop is released or fresh messages return, the pause is logged
   and counted; the episode it interrupted ends (truncated) and the robot is reset. Observations
   stale for longer than ``stale_timeout`` end the run with a one-line error;
+- a protective stop the robot's own motion trips (it left the geofence, a joint passed its range:
+  :data:`~robolearn.hardware.safety.PROTECTIVE_STOPS`) ends the episode (truncated: the policy no
+  longer drives), is logged and counted (``protective_stops``), and is released once the robot is
+  back at its reset pose by the protocol below (and the operator has confirmed the scene, where
+  there is one), as a person releases it after putting the robot back. Left latched, every later
+  episode ran the safe stop whatever the policy or the person commanded (a drone from scratch,
+  2026-12-01). One that latches again on an episode's first step (a reset pose outside the fence)
+  is a one-line error;
 - episodes end on the task's terminations and its time limit (``episode_length`` control steps);
   resets follow the protocol of docs/ros.md ("Resets"): a numbered request on ``reset``
   (``std_msgs/UInt64``), and the next episode starts when the same number comes back on ``ready``
@@ -151,6 +159,7 @@ class RosRobotEnv:
             "rejected_messages": 0,
             "estop_pauses": 0,
             "stale_pauses": 0,
+            "protective_stops": 0,
             "operator_resets": 0,
             "skipped_samples": 0,
             "repeated_samples": 0,
@@ -399,7 +408,10 @@ class RosRobotEnv:
             self._await_operator(self.operator)
         with self._lock:
             self.view.new_episode()
-            self.safety.new_episode()
+            if self.safety.protective_stop is not None:
+                self.safety.reset()  # the robot is back at its reset pose (logged by the layer)
+            else:
+                self.safety.new_episode()
         self.counts["resets"] += 1
         self.episode_step = 0
         self._deadline = time.monotonic()
@@ -463,6 +475,9 @@ class RosRobotEnv:
             self._deadline = time.monotonic()
         with self._lock:
             self._command(action)
+            protective = self.safety.protective_stop
+        if protective is not None:
+            self._protective_stop(protective)
         if self.rcfg.trigger == "observation":
             self._await_sample()
         else:
@@ -475,7 +490,7 @@ class RosRobotEnv:
             reward, success = self.view.score_step()
             obs = self._observe()
             terminated = success and cfg.end_on_success
-            truncated = self.episode_step >= cfg.episode_length or paused
+            truncated = self.episode_step >= cfg.episode_length or paused or protective is not None
             for key, term in cfg.terminations.items():
                 hit = bool(self.view.step_terminations[key][0])
                 if term.time_out:
@@ -497,6 +512,22 @@ class RosRobotEnv:
         else:
             info = step_info
         return obs, np.array([reward]), np.array([terminated]), np.array([truncated]), info
+
+    def _protective_stop(self, reason: str) -> None:
+        """The safety layer latched ``reason`` at this step: count it; refuse a reset pose that trips it."""
+        if self.episode_step == 0:
+            raise RobotTrainingError(
+                f"--robot ros: the safety layer latched its {reason} stop on the first step after a reset: "
+                f"the robot's reset pose is outside the limits of {self.safety_cfg.source} "
+                "(geofence, joints); move the reset pose or widen the limits"
+            )
+        self.counts["protective_stops"] += 1
+        count = self.counts["protective_stops"]
+        log.warning(
+            "episode ended: the safety layer latched its %s stop (%d so far); released at the reset",
+            reason,
+            count,
+        )
 
     def report(self) -> dict[str, Any]:
         """For the run's summary: steps, episodes, resets, overruns, pauses, safety interventions."""
