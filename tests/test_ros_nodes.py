@@ -493,6 +493,53 @@ def test_policy_node_needs_only_what_the_task_reads_and_says_once_what_is_wrong(
             policy.close()
 
 
+@pytest.mark.parametrize("release", [True, False])
+def test_policy_node_releases_a_geofence_stop_at_a_new_episode_only_when_told(
+    domain: int, release: bool
+) -> None:
+    """A drone seen above its geofence latches the stop; when the robot starts a new episode inside
+    it, ``release_at_reset`` (the benches' evaluations, a stand-in that resets itself) releases the
+    stop, and without it the stop stays latched until ``estop_reset`` (a person's release)."""
+    from robolearn.hardware.ros.messages import odometry_msg
+    from robolearn.hardware.ros.policy_node import PolicyNode, PolicyNodeParams
+
+    hover = make_task_cfg("quadrotor_hover")
+    layout = TaskStateLayout(hover)
+    target = {"target": np.array([0.0, 0.0, 1.0])}
+    with local_node("policy", domain) as pnode, local_node("robot", domain) as rnode:
+        params = PolicyNodeParams(policy="scripted:quadrotor_hover", release_at_reset=release)
+        policy = PolicyNode(pnode, params)
+        try:
+            frame = rnode.create_publisher(msg("nav_msgs", "Odometry"), "frames/crazyflie", sensor_qos())
+            task_state = rnode.create_publisher(
+                msg("std_msgs", "Float64MultiArray"), "task_state", sensor_qos()
+            )
+            needed = [s for s in policy.subs if s.topic_name in ("/frames/crazyflie", "/task_state")]
+            wait_for_matches([frame, task_state, *needed])
+
+            def publish(z: float, step: int) -> None:
+                t = time.time()
+                still = np.zeros(3)
+                frame.publish(
+                    odometry_msg(
+                        "crazyflie", np.array([0.0, 0.0, z]), np.array([1.0, 0, 0, 0]), still, still, t
+                    )
+                )
+                task_state.publish(layout.to_msg(target, step, t))
+                time.sleep(0.02)
+
+            wait_until(
+                lambda: publish(3.0, 5) or policy.safety.protective_stop == "geofence",
+                30,
+                "no geofence stop above the fence",
+            )
+            for step in range(50):  # a new episode inside the fence, a second of it
+                publish(1.0, step)
+            assert policy.safety.protective_stop == (None if release else "geofence")
+        finally:
+            policy.close()
+
+
 def test_a_bad_parameter_ends_in_one_line(domain: int) -> None:
     proc = subprocess.run(
         [

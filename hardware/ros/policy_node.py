@@ -26,7 +26,8 @@ stages (:data:`STAGES`); a step longer than the period counts as a deadline miss
 Safety: the newest stamps of the required topics feed the safety layer's watchdog; stale
 observations (a dead sensor, a cut link) make it send the embodiment's safe-stop command.
 ``estop`` (``std_msgs/Bool``, latched: reliable, transient local) true latches the e-stop;
-``estop_reset`` (``std_msgs/Empty``) clears it.
+``estop_reset`` (``std_msgs/Empty``) clears it, and a latched protective stop (geofence, joint
+limit) too; ``release_at_reset`` releases the latter when the robot starts a new episode.
 Intervention counters go out on ``safety`` (``std_msgs/String``, JSON) twice a second.
 
 Run: ``policy_node --ros-args -p policy:=scripted:panda_reach`` or ``-p policy:=exported/dir``.
@@ -180,6 +181,11 @@ class PolicyNodeParams:
     profile_path: str = ""
     """Write each control step's stage times (ms, see :data:`STAGES`) to this JSON file when the
     node stops; "" keeps none (timing costs a few microseconds a step)."""
+    release_at_reset: bool = False
+    """Release a latched protective stop (the robot left its geofence, a joint passed its range) when
+    the robot starts a new episode (its step count falls back), as a stand-in that resets itself
+    within its limits does: each evaluation episode then stands alone (``robolearn bench``). False
+    keeps it latched until ``estop_reset``, the release of a person who has put the robot back."""
     image_transport: str = "raw"
     """How a pixel policy's cameras arrive, as image_transport names it: raw (``sensor_msgs/Image`` on
     ``cameras/<name>/image_raw``) or compressed (``sensor_msgs/CompressedImage``, JPEG or PNG, on
@@ -450,7 +456,10 @@ class PolicyNode:
             step = int(self.view.step_count[0])
             if step < self._last_step_count:
                 self.view.new_episode()
-                self.safety.new_episode()
+                if self.p.release_at_reset and self.safety.protective_stop is not None:
+                    self.safety.reset()  # logged by the layer
+                else:
+                    self.safety.new_episode()
             self._last_step_count = step
             obs = self.view.observe() | self.frames
             state = self.view.robot_state(stamp)

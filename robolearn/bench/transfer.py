@@ -156,6 +156,9 @@ def ros_pybullet_success(
         "policy": policy,
         "priority": cfg.priority,
         "trigger": cfg.policy_trigger,
+        # The stand-in resets itself within its limits: a policy that left its geofence in one
+        # episode is stopped there, not in every episode after it.
+        "release_at_reset": True,
     }
     robot_mode: dict[str, object] = {}
     if in_lockstep:
