@@ -456,10 +456,7 @@ class PolicyNode:
             step = int(self.view.step_count[0])
             if step < self._last_step_count:
                 self.view.new_episode()
-                if self.p.release_at_reset and self.safety.protective_stop is not None:
-                    self.safety.reset()  # logged by the layer
-                else:
-                    self.safety.new_episode()
+                self.safety.new_episode(release_protective=self.p.release_at_reset)
             self._last_step_count = step
             obs = self.view.observe() | self.frames
             state = self.view.robot_state(stamp)

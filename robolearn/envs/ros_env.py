@@ -408,10 +408,7 @@ class RosRobotEnv:
             self._await_operator(self.operator)
         with self._lock:
             self.view.new_episode()
-            if self.safety.protective_stop is not None:
-                self.safety.reset()  # the robot is back at its reset pose (logged by the layer)
-            else:
-                self.safety.new_episode()
+            self.safety.new_episode(release_protective=True)  # the robot is back at its reset pose
         self.counts["resets"] += 1
         self.episode_step = 0
         self._deadline = time.monotonic()
