@@ -330,6 +330,7 @@ def _untrusted_field(state: RobotState, joints: int) -> str | None:
     """
     checks = _TRUST_FIELDS.get((type(state), joints))
     if checks is None:
+
         def dims(name: str) -> tuple[int, ...]:  # -1 in SHAPES: the arm's number of joints
             return tuple(joints if n == -1 else n for n in state.SHAPES.get(name, ()))
 
