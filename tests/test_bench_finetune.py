@@ -94,6 +94,24 @@ def test_the_goal_needs_a_gap_the_goal_in_budget_and_a_clear_lead_over_scratch()
     assert alone["well_above_scratch"] is None and alone["finetuned_reaches_goal"] and not alone["goal_met"]
 
 
+def test_the_goal_at_a_checkpoint_is_judged_against_scratch_at_the_same_minute() -> None:
+    from robolearn.bench.finetune import first_goal_minute
+
+    cfg = FinetuneBenchCfg(robot_minutes=20.0)
+    zero = _evaluated(0.0)
+    peaked = {
+        "finetuned": {"5.0": _evaluated(0.5), "10.0": _evaluated(0.95), "20.0": _evaluated(0.8)},
+        "scratch": {"5.0": _evaluated(0.0), "10.0": _evaluated(0.0), "20.0": _evaluated(0.5)},
+    }
+    assert first_goal_minute(cfg, zero, peaked) == 10.0
+    # Level with scratch at that minute, or past the budget, or without scratch's evaluation there: no.
+    level = peaked | {"scratch": peaked["scratch"] | {"10.0": _evaluated(0.9)}}
+    assert first_goal_minute(cfg, zero, level) is None
+    assert first_goal_minute(FinetuneBenchCfg(robot_minutes=8.0), zero, peaked) is None
+    assert first_goal_minute(cfg, zero, peaked | {"scratch": {"20.0": _evaluated(0.5)}}) is None
+    assert first_goal_minute(cfg, _evaluated(0.7), peaked) is None
+
+
 def test_each_row_carries_the_success_and_its_95_percent_interval() -> None:
     from robolearn.bench.finetune import _row, format_finetune_table
 
