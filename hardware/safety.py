@@ -203,18 +203,20 @@ class SafetyLayer:
 
     def reset(self) -> None:
         """Release a latched stop and start a new episode (see :meth:`new_episode`)."""
+        self._release()
+        self.new_episode()
+
+    def _release(self) -> None:
         if self._latched is not None:
             log.warning("safety: %s stop released by reset", self._latched)
         self._latched = self._stop_reason = None
-        self.new_episode()
 
     def new_episode(self, release_protective: bool = False) -> None:
         """Forget the tracked arm target (the robot was reset); a latched stop stays latched, but for
         a protective one with ``release_protective`` (the robot is back at its reset pose).
         The last command is kept: the next one is rate-limited from it, as the robot still runs it."""
         if release_protective and self.protective_stop is not None:
-            log.warning("safety: %s stop released by reset", self._latched)
-            self._latched = self._stop_reason = None
+            self._release()
         self._rules.reset()
 
     def filter(self, action: FloatArray, state: RobotState, now: float) -> FloatArray:

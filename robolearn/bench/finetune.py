@@ -368,10 +368,10 @@ def first_goal_minute(
     """The earliest robot minute within the budget at which the run ``finetuned``'s evaluated
     checkpoint met the whole goal against the run from scratch's checkpoint at the same minute (None
     when none did). The earliest of several evaluations favours a lucky one, so the bench reports it
-    beside the final policy's ``goal_met``, never in its place."""
+    beside the final policy's ``goal_met``, never in its place. :func:`goal_check` holds the budget."""
     scratch = by_checkpoint.get("scratch", {})
     for minute in sorted(by_checkpoint[finetuned], key=float):
-        if float(minute) > cfg.robot_minutes + 1e-9 or minute not in scratch:
+        if minute not in scratch:
             continue
         at = {"zero-shot": zero_shot, finetuned: by_checkpoint[finetuned][minute], "scratch": scratch[minute]}
         if goal_check(cfg, at, float(minute), finetuned)["goal_met"]:
