@@ -102,6 +102,25 @@ def test_fresh_critics_learn_under_the_pretrained_actor_held_for_its_steps(
     assert same("log_alpha") == (hold > 101)
 
 
+@pytest.mark.parametrize("norm", ["frozen", "running"])
+def test_the_pretrained_normalization_stays_as_trained_unless_asked_to_run_on(
+    tmp_path: Path, pretrained: dict[str, object], norm: str
+) -> None:
+    """The networks were trained on the pretrained run's statistics: by default the new data leaves
+    them as they are (``--init-norm frozen``), or, asked, folds into them."""
+    import torch
+
+    from robolearn.rl.checkpoint import load_checkpoint
+
+    run = Path(str(pretrained["run_dir"]))
+    summary = train(_cfg(tmp_path, name=f"norm-{norm}", steps=150, init_from=run, init_norm=norm))
+    before = load_checkpoint(run).tensors
+    after = load_checkpoint(Path(summary["run_dir"])).tensors
+    for stat in ("mean", "var", "count"):
+        unchanged = torch.equal(before[f"obs_norm.{stat}"], after[f"obs_norm.{stat}"])
+        assert unchanged == (norm == "frozen"), stat
+
+
 def test_init_from_refuses_another_task_and_contradicting_options(
     tmp_path: Path, pretrained: dict[str, object]
 ) -> None:
@@ -113,6 +132,8 @@ def test_init_from_refuses_another_task_and_contradicting_options(
         _cfg(tmp_path, init_sim_share=0.5).check()
     with pytest.raises(ConfigError, match=r"--init-critics fresh .* needs --init-from"):
         _cfg(tmp_path, init_critics="fresh").check()
+    with pytest.raises(ConfigError, match=r"--init-norm running .* needs --init-from"):
+        _cfg(tmp_path, init_norm="running").check()
     with pytest.raises(ConfigError, match="--init-actor-hold"):
         _cfg(tmp_path, init_actor_hold=-1).check()
 
