@@ -163,8 +163,8 @@ def test_each_recipe_is_a_robot_run_with_its_own_train_options() -> None:
     train = TrainCfg(task="panda_pick_cube", init_from=Path("run"), **recipe_options(cfg, "fresh_critics"))
     assert (train.init_critics, train.init_actor_hold, train.init_sim_share) == ("fresh", 700, 0.0)
     assert TrainCfg(task="panda_pick_cube", **recipe_options(cfg, "sim_share")).init_sim_share == 0.3
-    assert TrainCfg(task="panda_pick_cube", **recipe_options(cfg, "running_norm")).init_norm == "running"
-    assert TrainCfg(task="panda_pick_cube", **recipe_options(cfg, "wsrl")).init_norm == "frozen"
+    assert TrainCfg(task="panda_pick_cube", **recipe_options(cfg, "frozen_norm")).init_norm == "frozen"
+    assert TrainCfg(task="panda_pick_cube", **recipe_options(cfg, "wsrl")).init_norm == "running"
     for bad, match in (
         ({"recipes": ()}, "--recipes: name wsrl"),
         ({"recipes": ("wsrl", "wsrl")}, "--recipes: name wsrl"),

@@ -103,11 +103,11 @@ def test_fresh_critics_learn_under_the_pretrained_actor_held_for_its_steps(
 
 
 @pytest.mark.parametrize("norm", ["frozen", "running"])
-def test_the_pretrained_normalization_stays_as_trained_unless_asked_to_run_on(
+def test_the_pretrained_normalization_runs_on_or_stays_as_trained_when_asked(
     tmp_path: Path, pretrained: dict[str, object], norm: str
 ) -> None:
-    """The networks were trained on the pretrained run's statistics: by default the new data leaves
-    them as they are (``--init-norm frozen``), or, asked, folds into them."""
+    """By default the new data folds into the pretrained run's statistics (``--init-norm running``);
+    asked, they stay as the networks were trained on them."""
     import torch
 
     from robolearn.rl.checkpoint import load_checkpoint
@@ -132,8 +132,8 @@ def test_init_from_refuses_another_task_and_contradicting_options(
         _cfg(tmp_path, init_sim_share=0.5).check()
     with pytest.raises(ConfigError, match=r"--init-critics fresh .* needs --init-from"):
         _cfg(tmp_path, init_critics="fresh").check()
-    with pytest.raises(ConfigError, match=r"--init-norm running .* needs --init-from"):
-        _cfg(tmp_path, init_norm="running").check()
+    with pytest.raises(ConfigError, match=r"--init-norm frozen .* needs --init-from"):
+        _cfg(tmp_path, init_norm="frozen").check()
     with pytest.raises(ConfigError, match="--init-actor-hold"):
         _cfg(tmp_path, init_actor_hold=-1).check()
 

@@ -34,7 +34,7 @@ Embodiment = Literal["arm", "drone", "car", "arm_pixels"]
 LearnPart = Literal["throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels"]
 LEARN_PARTS: tuple[LearnPart, ...] = ("throughput", "pick_cube", "offline_to_online", "gym", "gpu", "pixels")
 GymEnv = Literal["Walker2d-v5", "HalfCheetah-v5"]
-FinetuneRecipe = Literal["wsrl", "sim_share", "fresh_critics", "running_norm"]
+FinetuneRecipe = Literal["wsrl", "sim_share", "fresh_critics", "frozen_norm"]
 GYM_ENVS: tuple[GymEnv, ...] = ("Walker2d-v5", "HalfCheetah-v5")
 """The gym part's locomotion tasks, those SimbaV2's published 100k-step baselines cover (issue 11)."""
 GymLearner = Literal["robolearn", "sb3"]
@@ -525,8 +525,8 @@ class FinetuneBenchCfg:
     gives ``finetuned_success``): ``wsrl``, its actor and critics on the robot's data only after
     the warm-up; ``sim_share``, the same keeping its simulation buffer at ``sim_share`` of every batch;
     ``fresh_critics``, its actor with new critics, the actor held for ``actor_hold`` critic steps;
-    ``running_norm``, WSRL with the observation normalization updated by the robot's data
-    (``--init-norm running``) instead of kept as pretrained."""
+    ``frozen_norm``, WSRL with the observation normalization kept as pretrained (``--init-norm
+    frozen``) instead of updated by the robot's data."""
     sim_share: float = 0.25
     """The ``sim_share`` recipe's share of simulation data in every batch (``--init-sim-share``)."""
     actor_hold: int = 3_000
@@ -618,7 +618,7 @@ class FinetuneBenchCfg:
                 check_run_dir(self.pretrained_option(embodiment), run, self.task_of(embodiment))
         if not self.recipes or len(set(self.recipes)) != len(self.recipes):
             raise ConfigError(
-                f"--recipes: name wsrl, sim_share, fresh_critics and/or running_norm, each once; "
+                f"--recipes: name wsrl, sim_share, fresh_critics and/or frozen_norm, each once; "
                 f"got {list(self.recipes)}"
             )
         check_range("--sim-share", self.sim_share, 0, 1, low_open=True, high_open=True)

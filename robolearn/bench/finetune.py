@@ -19,9 +19,9 @@ the robot:
 ``recipes`` puts more fine-tuning recipes side by side, each its own robot run and row
 (:func:`recipe_options`): WSRL's (``wsrl``, the run ``finetuned``), the simulation buffer kept at
 a share of every batch (``sim_share``), the pretrained actor under new critics that learn the
-robot's values first (``fresh_critics``), and WSRL with the observation normalization updated by the
-robot's data (``running_norm``; WSRL's keeps the pretrained statistics). The first recipe is the one
-the goal judges.
+robot's values first (``fresh_critics``), and WSRL with the observation normalization kept as
+pretrained (``frozen_norm``; WSRL's folds the robot's data into it). The first recipe is the one the
+goal judges.
 
 The last line of ``robolearn bench finetune`` is one JSON object with ``zero_shot_success``,
 ``finetuned_success``, ``scratch_success``, ``robot_minutes`` (the budget) and
@@ -197,8 +197,8 @@ def recipe_options(cfg: FinetuneBenchCfg, recipe: FinetuneRecipe) -> dict[str, A
         return {"init_sim_share": cfg.sim_share}
     if recipe == "fresh_critics":
         return {"init_critics": "fresh", "init_actor_hold": cfg.actor_hold}
-    if recipe == "running_norm":
-        return {"init_norm": "running"}
+    if recipe == "frozen_norm":
+        return {"init_norm": "frozen"}
     return {}
 
 

@@ -454,11 +454,11 @@ class TrainCfg:
     robot)."""
     init_actor_hold: int = 3_000
     """With ``--init-critics fresh``: critic steps on robot data before the actor's first step."""
-    init_norm: Literal["frozen", "running"] = "frozen"
-    """With ``--init-from``: keep that run's observation normalization as it is (the networks were
-    trained on those statistics, as after ``--offline``), or fold the new data into it. Running
-    statistics move every network input while it fine-tunes (measured on the gapped drone: the last
-    thrust's mean 0.86 of its standard deviation off after 20 robot minutes, docs/ros.md)."""
+    init_norm: Literal["running", "frozen"] = "running"
+    """With ``--init-from``: fold the new data into that run's observation normalization, or keep it as
+    the networks were trained on it (as after ``--offline``). Running statistics move every network
+    input while it fine-tunes (on the gapped drone the last thrust's mean moved 0.86 of its standard
+    deviation in 20 robot minutes); on that drone neither fine-tuned better (docs/ros.md)."""
 
     @property
     def device_loop(self) -> bool:
@@ -541,9 +541,9 @@ class TrainCfg:
             raise ConfigError(
                 "--init-critics fresh takes the actor of a pretrained run: it needs --init-from RUN"
             )
-        if self.init_norm == "running" and self.init_from is None:
+        if self.init_norm == "frozen" and self.init_from is None:
             raise ConfigError(
-                "--init-norm running updates the --init-from run's normalization: it needs --init-from RUN"
+                "--init-norm frozen keeps the --init-from run's normalization: it needs --init-from RUN"
             )
         if self.init_sim_share > 0 and self.init_from is None:
             raise ConfigError("--init-sim-share keeps the --init-from run's buffer: it needs --init-from RUN")

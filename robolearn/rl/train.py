@@ -292,8 +292,8 @@ def train(
 
     learner = LearnerRole(agent, layout, online, demos, obs_norm, exchange, seed=learner_seed)
     learner.env_steps = state.env_steps
-    # The pretrained networks expect the statistics they were trained on: new data must not shift them
-    # (WSRL's warm-up would otherwise act with a changing policy, and fine-tuning chase moving inputs).
+    # The pretrained networks expect the offline data's statistics: online data must not shift them
+    # (WSRL's warm-up would otherwise act with a changing policy); --init-from keeps them if asked.
     learner.freeze_norm = bool(cfg.offline) or (cfg.init_from is not None and cfg.init_norm == "frozen")
     pretrained = bool(cfg.offline) or cfg.init_from is not None
     if pretrained and not resuming and cfg.total_steps > 0:  # success after 0 online steps (zero-shot)
