@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from robolearn.errors import ConfigError
 from robolearn.hardware.ros import Trigger
@@ -618,7 +618,7 @@ class FinetuneBenchCfg:
                 check_run_dir(self.pretrained_option(embodiment), run, self.task_of(embodiment))
         if not self.recipes or len(set(self.recipes)) != len(self.recipes):
             raise ConfigError(
-                f"--recipes: name wsrl, sim_share, fresh_critics and/or frozen_norm, each once; "
+                f"--recipes: name {', '.join(get_args(FinetuneRecipe))} (any of them), each once; "
                 f"got {list(self.recipes)}"
             )
         check_range("--sim-share", self.sim_share, 0, 1, low_open=True, high_open=True)
