@@ -143,6 +143,19 @@ def test_hover_thrust_holds_altitude(backend: str) -> None:
     env.close()
 
 
+def test_hover_reward_is_steep_within_the_tolerance() -> None:
+    # Still hovers on the target, 0.05 m and 0.12 m off it: the success tolerance (0.1 m) must
+    # show in the reward, or a policy settles just outside it as readily as on the target.
+    positions = np.array([[0.0, 0.0, 1.0], [0.5, 0.0, 1.0], [-0.5, 0.0, 1.0]])
+    env = _level_at_rest("mujoco_batch", positions)
+    env.state["target"][:] = positions - np.array([[0.0, 0.0, 0.0], [0.05, 0.0, 0.0], [0.0, 0.12, 0.0]])
+    _, reward, terminated, _, _ = env.step(np.tile(env.cfg.action.neutral, (3, 1)))
+    env.close()
+    assert not terminated.any()
+    assert reward[0] - reward[1] > 0.4  # -distance alone: 0.05
+    assert reward[1] - reward[2] > 0.4  # -distance alone: 0.07
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_zero_thrust_falls_and_crashes(backend: str) -> None:
     env = _level_at_rest(backend, np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 1.0]]))
