@@ -47,9 +47,10 @@ class TaskEnvView(Protocol):
     step_count: IntArray
     """(num_envs,) control steps taken in the current episode."""
     action: FloatArray
-    """(num_envs, A) the action applied in the last step, in physical units."""
+    """(num_envs, A) the command sent in the last step, in physical units: what a robot's policy knows
+    it sent. Under action latency the physics acts on an older one, which a robot does not report."""
     prev_action: FloatArray
-    """(num_envs, A) the action applied the step before."""
+    """(num_envs, A) the command sent the step before."""
     rng: np.random.Generator
     """The generator reset terms draw from (on a device backend, one with its interface drawing there)."""
     step_success: npt.NDArray[np.bool_]

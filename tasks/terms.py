@@ -73,7 +73,7 @@ def frame_minus_frame(env: TaskEnvView, target: str, frame: str) -> FloatArray:
 
 
 def last_action(env: TaskEnvView) -> FloatArray:
-    """The action applied in the last step (physical units)."""
+    """The command sent in the last step (physical units; under action latency it acts later)."""
     return env.action
 
 

@@ -125,8 +125,12 @@ class TaskWorlds(TermConstants):
         # operation on a few values): the step's integer operands as 0-d arrays, made once.
         self._one = xp.asarray(1, dtype=xp.int64, device=self.device)
         self._episode_length = xp.asarray(self.cfg.episode_length, dtype=xp.int64, device=self.device)
+        # The command sent in the last step, as a robot's policy knows it (policy_node's state view
+        # holds the same): the observation and reward terms read it. Under action latency the
+        # physics acts on an older one, ``delayed_action``, which a robot does not report.
         self.action = xp.tile(self._neutral_x, (n, 1))
         self.prev_action = xp.asarray(self.action, copy=True)
+        self.delayed_action = self.action
         # A robot's rate limits (ActionCfg.max_rate): each command moves at most this far from the
         # last one, as the robot's safety layer lets it; the limit acts on commands, before latency.
         self._max_step = (
@@ -290,6 +294,7 @@ class TaskWorlds(TermConstants):
         self.step_count[ids] = 0
         self.action[ids] = self._neutral_x
         self.prev_action[ids] = self._neutral_x
+        self.delayed_action[ids] = self._neutral_x
         self._action_history[:, ids] = self._neutral_x
         self.episode_return[ids] = 0.0
         self.episode_success[ids] = False
@@ -385,7 +390,8 @@ class TaskWorlds(TermConstants):
             self._action_history[0] = act
             applied = self._action_history[self._latency, self._world_ids]
         self.prev_action = self.action
-        self.action = applied
+        self.action = act
+        self.delayed_action = applied
         cfg = self.cfg
         compiled = self._run_compiled("action", self._record_action, applied)
         if compiled is None:
@@ -410,10 +416,8 @@ class TaskWorlds(TermConstants):
         return StepResult(reward, success, terminated, truncated, unstable, rejected)
 
     def _rate_limited(self, act: Any) -> Any:
-        """``act`` moved at most ``max_rate * control_dt`` from each world's last command (a new array).
-        The last command is the newest in the latency history, or without latency the applied action."""
-        last = self.action if len(self._action_history) == 1 else self._action_history[0]
-        return self.xp.clip(act, last - self._max_step, last + self._max_step)
+        """``act`` moved at most ``max_rate * control_dt`` from each world's last command (a new array)."""
+        return self.xp.clip(act, self.action - self._max_step, self.action + self._max_step)
 
     def _record_action(self, view: Any, applied: Any) -> list[Any]:
         return [self.cfg.action.to_controls(view, applied, **self.cfg.action.params)]

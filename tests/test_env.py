@@ -301,9 +301,9 @@ def test_action_latency_delays_the_effect_of_an_action() -> None:
     env.reset(seed=0)
     first = np.array([[0.02, 0.0, 0.0, 0.08]])
     env.step(first)
-    np.testing.assert_allclose(env.action, [env.cfg.action.neutral])
+    np.testing.assert_allclose(env.delayed_action, [env.cfg.action.neutral])
     env.step(np.zeros((1, 4)))
-    np.testing.assert_allclose(env.action, first)
+    np.testing.assert_allclose(env.delayed_action, first)
 
 
 def test_seeded_resets_repeat() -> None:

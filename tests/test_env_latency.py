@@ -23,16 +23,37 @@ def test_each_world_acts_on_the_action_sent_its_latency_ago() -> None:
         env.step(action)
         for world, latency in enumerate([0, 1, 2]):
             expected = sent[t - latency][world] if t >= latency else neutral
-            np.testing.assert_allclose(env.action[world], expected, err_msg=f"step {t}, world {world}")
+            where = f"step {t}, world {world}"
+            np.testing.assert_allclose(env.delayed_action[world], expected, err_msg=where)
+            # What the terms read is the command sent, as on a robot (policy_node's state view).
+            np.testing.assert_allclose(env.action[world], action[world])
 
 
-def test_without_latency_the_applied_action_is_the_clipped_one() -> None:
+def test_without_latency_the_delayed_action_is_the_clipped_one() -> None:
     env = TaskEnv("panda_reach", "mujoco_batch", 2, seed=0)
     env.reset(seed=0)
     action = np.array([[0.5, -0.01, 0.0, 0.04], [0.0, 0.0, 0.0, 0.0]])
     env.step(action)
     np.testing.assert_allclose(env.action, np.clip(action, env.cfg.action.low, env.cfg.action.high))
+    assert env.delayed_action is env.action
     assert not np.shares_memory(env.action, action)
     previous = env.action
     env.step(np.zeros((2, 4)))
     assert env.prev_action is previous
+
+
+def test_under_latency_the_drone_observes_the_command_it_sent() -> None:
+    # On the robot the "last command" observations hold what the policy sent (the state view never
+    # learns what the robot applied); under simulated latency they held the applied one, a
+    # difference a latency-trained policy would meet only on the robot.
+    cfg = make_task_cfg("quadrotor_hover")
+    randomization = dataclasses.replace(cfg.randomization, action_latency_steps=(2, 2))
+    late = dataclasses.replace(cfg, randomization=randomization)
+    env = TaskEnv(late, "mujoco", 1, seed=0, randomize=True)
+    env.reset(seed=0)
+    neutral = np.asarray(cfg.action.neutral)
+    sent = np.clip(neutral + np.array([0.05, 0.3, -0.2, 0.1]), cfg.action.low, cfg.action.high)
+    obs, *_ = env.step(sent[None])
+    np.testing.assert_allclose(obs["last_thrust"][0], sent[:1], atol=1e-6)
+    np.testing.assert_allclose(obs["last_body_rates"][0], sent[1:], atol=1e-6)
+    np.testing.assert_allclose(env.delayed_action[0], neutral)  # the motors still get the neutral command

@@ -229,12 +229,12 @@ def attitude_matrix(env: TaskEnvView, frame: str) -> FloatArray:
 
 
 def last_thrust(env: TaskEnvView) -> FloatArray:
-    """(n, 1) collective thrust applied in the last step (N)."""
+    """(n, 1) collective thrust commanded in the last step (N)."""
     return env.action[:, :1]
 
 
 def last_body_rates(env: TaskEnvView) -> FloatArray:
-    """(n, 3) body-rate command applied in the last step (rad/s)."""
+    """(n, 3) body-rate command sent in the last step (rad/s)."""
     return env.action[:, 1:4]
 
 
