@@ -10,12 +10,19 @@ from robolearn.envs.task_env import TaskEnv
 from robolearn.tasks import make_task_cfg
 
 
-def test_each_world_acts_on_the_action_sent_its_latency_ago() -> None:
-    cfg = make_task_cfg("panda_reach")
-    randomization = dataclasses.replace(cfg.randomization, action_latency_steps=(0, 2))
+def late_env(task: str, latency: tuple[int, int], backend: str, num_envs: int) -> TaskEnv:
+    """``task`` randomized with only its action latency changed, reset."""
+    cfg = make_task_cfg(task)
+    randomization = dataclasses.replace(cfg.randomization, action_latency_steps=latency)
     late = dataclasses.replace(cfg, randomization=randomization)
-    env = TaskEnv(late, "mujoco_batch", 3, seed=0, randomize=True)
+    env = TaskEnv(late, backend, num_envs, seed=0, randomize=True)
     env.reset(seed=0)
+    return env
+
+
+def test_each_world_acts_on_the_action_sent_its_latency_ago() -> None:
+    env = late_env("panda_reach", (0, 2), "mujoco_batch", 3)
+    cfg = env.cfg
     env._latency[:] = [0, 1, 2]  # one world per latency
     neutral = np.asarray(cfg.action.neutral)
     sent = [np.full((3, 4), 0.002 * (t + 1)) for t in range(5)]  # inside the action bounds
@@ -46,11 +53,8 @@ def test_under_latency_the_drone_observes_the_command_it_sent() -> None:
     # On the robot the "last command" observations hold what the policy sent (the state view never
     # learns what the robot applied); under simulated latency they held the applied one, a
     # difference a latency-trained policy would meet only on the robot.
-    cfg = make_task_cfg("quadrotor_hover")
-    randomization = dataclasses.replace(cfg.randomization, action_latency_steps=(2, 2))
-    late = dataclasses.replace(cfg, randomization=randomization)
-    env = TaskEnv(late, "mujoco", 1, seed=0, randomize=True)
-    env.reset(seed=0)
+    env = late_env("quadrotor_hover", (2, 2), "mujoco", 1)
+    cfg = env.cfg
     neutral = np.asarray(cfg.action.neutral)
     sent = np.clip(neutral + np.array([0.05, 0.3, -0.2, 0.1]), cfg.action.low, cfg.action.high)
     obs, *_ = env.step(sent[None])
