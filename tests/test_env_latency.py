@@ -49,7 +49,7 @@ def test_without_latency_the_delayed_action_is_the_clipped_one() -> None:
     assert env.prev_action is previous
 
 
-def test_under_latency_the_drone_observes_the_command_it_sent() -> None:
+def test_under_latency_the_drone_observes_the_commands_it_sent() -> None:
     # On the robot the "last command" observations hold what the policy sent (the state view never
     # learns what the robot applied); under simulated latency they held the applied one, a
     # difference a latency-trained policy would meet only on the robot.
@@ -61,3 +61,10 @@ def test_under_latency_the_drone_observes_the_command_it_sent() -> None:
     np.testing.assert_allclose(obs["last_thrust"][0], sent[:1], atol=1e-6)
     np.testing.assert_allclose(obs["last_body_rates"][0], sent[1:], atol=1e-6)
     np.testing.assert_allclose(env.delayed_action[0], neutral)  # the motors still get the neutral command
+    # Both commands in flight are observed: the one before moves to prev_*.
+    second = np.clip(neutral + np.array([-0.05, -0.1, 0.2, 0.0]), cfg.action.low, cfg.action.high)
+    obs, *_ = env.step(second[None])
+    np.testing.assert_allclose(obs["prev_thrust"][0], sent[:1], atol=1e-6)
+    np.testing.assert_allclose(obs["prev_body_rates"][0], sent[1:], atol=1e-6)
+    np.testing.assert_allclose(obs["last_thrust"][0], second[:1], atol=1e-6)
+    np.testing.assert_allclose(env.delayed_action[0], neutral)

@@ -86,12 +86,15 @@ def test_spaces_have_documented_names_and_units() -> None:
             "body_rates": ("rad/s", 3),
             "last_thrust": ("N", 1),
             "last_body_rates": ("rad/s", 3),
+            "prev_thrust": ("N", 1),
+            "prev_body_rates": ("rad/s", 3),
         }
         spaces = {
             k: (t.units, env.single_observation_space[k].shape[0]) for k, t in env.cfg.observations.items()
         }
         assert spaces == expected
-        assert all(t.noise_std > 0 for k, t in env.cfg.observations.items() if not k.startswith("last_"))
+        commands = ("last_", "prev_")  # what this side sent, known exactly
+        assert all(t.noise_std > 0 for k, t in env.cfg.observations.items() if not k.startswith(commands))
         assert env.cfg.control_dt == 0.02 and env.cfg.scene.physics_dt == 0.002
         env.close()
 

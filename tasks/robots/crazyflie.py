@@ -238,6 +238,16 @@ def last_body_rates(env: TaskEnvView) -> FloatArray:
     return env.action[:, 1:4]
 
 
+def prev_thrust(env: TaskEnvView) -> FloatArray:
+    """(n, 1) collective thrust commanded the step before the last (N)."""
+    return env.prev_action[:, :1]
+
+
+def prev_body_rates(env: TaskEnvView) -> FloatArray:
+    """(n, 3) body-rate command sent the step before the last (rad/s)."""
+    return env.prev_action[:, 1:4]
+
+
 def linvel_l2(env: TaskEnvView, frame: str) -> FloatArray:
     """Squared speed of a frame ((m/s)^2)."""
     return env.xp.sum(env.xp.square(env.sim.frame_linvel(frame)), axis=1)
@@ -282,10 +292,13 @@ def place_near_state(
 
 
 def drone_observations() -> dict[str, ObsTerm]:
-    """The drone's own state as its estimator and gyro report it, and its last command.
+    """The drone's own state as its estimator and gyro report it, and its last two commands.
 
     Noise levels: velocity and attitude as a Crazyflie's Kalman filter with a motion-capture or
-    Lighthouse position source gives them, gyro after the firmware's low-pass filter.
+    Lighthouse position source gives them, gyro after the firmware's low-pass filter. Over a radio
+    link and a state estimator the loop delay is one to two control periods: the commands still in
+    flight then decide where the drone goes next, and a policy sees both (with one it could not fly
+    two periods of delay in simulation, docs/ros.md).
     """
     return {
         "linvel": ObsTerm(terms.frame_linvel, "m/s", {"frame": NAME}, noise_std=0.02),
@@ -293,6 +306,8 @@ def drone_observations() -> dict[str, ObsTerm]:
         "body_rates": ObsTerm(terms.frame_angvel_body, "rad/s", {"frame": NAME}, noise_std=0.02),
         "last_thrust": ObsTerm(last_thrust, "N"),
         "last_body_rates": ObsTerm(last_body_rates, "rad/s"),
+        "prev_thrust": ObsTerm(prev_thrust, "N"),
+        "prev_body_rates": ObsTerm(prev_body_rates, "rad/s"),
     }
 
 
