@@ -296,9 +296,9 @@ def drone_observations() -> dict[str, ObsTerm]:
 
     Noise levels: velocity and attitude as a Crazyflie's Kalman filter with a motion-capture or
     Lighthouse position source gives them, gyro after the firmware's low-pass filter. Over a radio
-    link and a state estimator the loop delay is one to two control periods: the commands still in
-    flight then decide where the drone goes next, and a policy sees both (with one it could not fly
-    two periods of delay in simulation, docs/ros.md).
+    link and a state estimator the loop delay is one to two control periods, so two commands can be
+    in flight, deciding where the drone goes next: a policy sees both (docs/ros.md, "The drone that
+    observes its commands in flight").
     """
     return {
         "linvel": ObsTerm(terms.frame_linvel, "m/s", {"frame": NAME}, noise_std=0.02),
