@@ -143,17 +143,34 @@ def check_output_dir(option: str, path: Path) -> None:
         raise ConfigError(f"{option} {path}: cannot write in {anchor} ({exc.strerror})") from None
 
 
-def check_run_dir(option: str, path: Path, task: str | None = None) -> dict[str, Any]:
+def run_of(path: Path) -> Path:
+    """The run folder of ``path``: ``path`` itself, or the run that holds it where ``path`` is one of
+    its checkpoints (``RUN/checkpoints/ckpt-...``), whose settings are the run's."""
+    path = Path(path)
+    if not _exists(path / "config.json") and path.parent.name == "checkpoints":
+        return path.parent.parent
+    return path
+
+
+def check_run_dir(
+    option: str, path: Path, task: str | None = None, checkpoint_ok: bool = False
+) -> dict[str, Any]:
     """The settings in a ``robolearn train`` run's folder (the one holding ``config.json`` and
     ``checkpoints/``), of ``task`` where given: the one reader of a run's ``config.json``, called
-    before any work that would be wasted on a wrong path. A folder without one is a wrong path
+    before any work that would be wasted on a wrong path. With ``checkpoint_ok`` ``path`` may be one
+    of the run's checkpoints (:func:`run_of`). A folder without one is a wrong path
     (:class:`ConfigError`); one that cannot be read as an object of settings is damaged
     (:class:`CorruptFileError`)."""
-    config = Path(path) / "config.json"
+    run = run_of(path) if checkpoint_ok else Path(path)
+    if run != Path(path) and not Path(path).is_dir():
+        held = sorted(p.name for p in Path(path).parent.glob("ckpt-*"))
+        raise ConfigError(f"{option} {path}: no such checkpoint; the run holds {', '.join(held) or 'none'}")
+    config = run / "config.json"
     if not _exists(config):
+        checkpoint = " (or one of its checkpoints, RUN/checkpoints/ckpt-...)" if checkpoint_ok else ""
         raise ConfigError(
-            f"{option} {path}: not a training run's folder (no config.json in it); "
-            "give the folder robolearn train wrote, the one that holds config.json and checkpoints/"
+            f"{option} {path}: not a training run's folder (no config.json in it); give the folder "
+            f"robolearn train wrote, the one that holds config.json and checkpoints/{checkpoint}"
         )
     try:
         saved = json.loads(config.read_text())

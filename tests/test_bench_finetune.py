@@ -344,6 +344,13 @@ def test_a_pretrained_folder_that_is_not_a_run_of_the_task_is_refused_before_any
         FinetuneBenchCfg(pretrained=run).check()
     (run / "config.json").write_text(json.dumps({"task": "panda_pick_cube"}))
     FinetuneBenchCfg(pretrained=run).check()
+    # One of the run's checkpoints, with the run's settings; one it does not hold is named as such.
+    (run / "checkpoints" / "ckpt-0000001000").mkdir()
+    FinetuneBenchCfg(pretrained=run / "checkpoints" / "ckpt-0000001000").check()
+    with pytest.raises(
+        ConfigError, match=r"--pretrained .*ckpt-2: no such checkpoint; the run holds ckpt-0000001000"
+    ):
+        FinetuneBenchCfg(pretrained=run / "checkpoints" / "ckpt-2").check()
     with pytest.raises(
         ConfigError, match=r"--pretrained-car .*: a run of task panda_pick_cube, not car_checkpoints"
     ):

@@ -138,6 +138,41 @@ def test_init_from_refuses_another_task_and_contradicting_options(
         _cfg(tmp_path, init_actor_hold=-1).check()
 
 
+def test_init_from_takes_a_checkpoint_the_run_kept_not_only_its_latest(tmp_path: Path) -> None:
+    """A run's last checkpoint is not always its best (the drone's evaluations swing between them):
+    ``--init-from RUN/checkpoints/ckpt-N`` starts from that one, with the run's settings."""
+    from robolearn.rl.config import OfflineConfig
+
+    run = Path(str(train(_cfg(tmp_path, name="kept", checkpoint_every=200, eval_every=200))["run_dir"]))
+    early, latest = sorted((run / "checkpoints").glob("ckpt-*"))
+    assert early.name == "ckpt-0000000200"
+
+    def zero_shot(init_from: Path, name: str) -> float:
+        summary = train(
+            _cfg(
+                tmp_path,
+                name=name,
+                steps=120,
+                init_from=init_from,
+                sac=SACConfig(hidden=(64, 64)),  # replaced by the run's own, read beside the checkpoint
+                offline_cfg=OfflineConfig(warmup_steps=120),
+            )
+        )
+        assert summary["evals"][0]["env_steps"] == 0
+        return float(summary["evals"][0]["return_mean"])
+
+    # The same policy on the same evaluation seeds returns the same, exactly: the latest checkpoint
+    # given by name is the run's own start; the earlier one is another policy.
+    assert zero_shot(latest, "from-latest") == zero_shot(run, "from-run")
+    assert zero_shot(early, "from-early") != zero_shot(run, "from-run-again")
+    with pytest.raises(
+        ConfigError,
+        match=r"--init-from .*ckpt-0000000300: no such checkpoint; the run holds "
+        r"ckpt-0000000200, ckpt-0000000400",
+    ):
+        train(_cfg(tmp_path, init_from=run / "checkpoints" / "ckpt-0000000300"))
+
+
 def test_on_a_robot_success_is_judged_on_episodes_nobody_drove() -> None:
     from types import SimpleNamespace
 

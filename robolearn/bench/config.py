@@ -492,7 +492,8 @@ class FinetuneBenchCfg:
     embodiments: tuple[Literal["arm", "drone", "car"], ...] = ("arm", "car")
     """Embodiments to run, each with its own gap, pretrained run and robot budget."""
     pretrained: Path | None = None
-    """A ``robolearn train`` run folder of ``task`` trained in MuJoCo; None trains one here."""
+    """A ``robolearn train`` run folder of ``task`` trained in MuJoCo (its latest checkpoint), or one of
+    its checkpoints (``RUN/checkpoints/ckpt-...``); None trains one here."""
     pretrained_car: Path | None = None
     """The same for ``car_task``."""
     pretrained_drone: Path | None = None
@@ -615,7 +616,9 @@ class FinetuneBenchCfg:
         for embodiment in ("arm", "drone", "car"):
             run = self.pretrained_of(embodiment)
             if run is not None:  # checked before the zero-shot evaluation, not after it
-                check_run_dir(self.pretrained_option(embodiment), run, self.task_of(embodiment))
+                check_run_dir(
+                    self.pretrained_option(embodiment), run, self.task_of(embodiment), checkpoint_ok=True
+                )
         if not self.recipes or len(set(self.recipes)) != len(self.recipes):
             raise ConfigError(
                 f"--recipes: name {', '.join(get_args(FinetuneRecipe))} (any of them), each once; "

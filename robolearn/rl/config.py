@@ -434,7 +434,8 @@ class TrainCfg:
     offline_cfg: OfflineConfig = field(default_factory=OfflineConfig)
     """Offline pretraining hyperparameters."""
     init_from: Path | None = None
-    """Start from this run's latest checkpoint: its actor, critics and observation normalization (to
+    """Start from this run's latest checkpoint, or from the checkpoint given (``RUN/checkpoints/ckpt-...``,
+    one a run kept: ``--keep-checkpoints``): its actor, critics and observation normalization (to
     fine-tune a simulation-trained policy on a robot); ``--sac.*`` then come from that run, but for how
     its learner trains (update-to-data ratio, batch size, learning rates, policy delay, tau, n-step,
     compile, and ``--sac.demo-fraction``, the interventions' share of every batch), where given here.

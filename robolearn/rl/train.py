@@ -173,11 +173,15 @@ def _run_dir(cfg: TrainCfg) -> Path:
 
 
 def _load_run_cfg(
-    run_dir: Path, steps: int | None, option: str = "--resume", task: str | None = None
+    run_dir: Path,
+    steps: int | None,
+    option: str = "--resume",
+    task: str | None = None,
+    checkpoint_ok: bool = False,
 ) -> TrainCfg:
     """The settings ``run_dir`` was trained with (``option`` names where the folder came from), of
-    ``task`` where given."""
-    saved = check_run_dir(option, run_dir, task)
+    ``task`` where given; with ``checkpoint_ok`` ``run_dir`` may be one of the run's checkpoints."""
+    saved = check_run_dir(option, run_dir, task, checkpoint_ok)
     saved["resume"] = str(run_dir)
     if steps is not None:
         saved["steps"] = steps
@@ -736,7 +740,7 @@ def init_run_learner(init_from: Path, sac: SACConfig, task: str, named: Collecti
     networks' shapes, targets, n-step returns), the ``FINETUNE_SAC_OPTIONS`` given in ``sac`` (``named``
     on the command line, or away from the default) replacing its own. A run from scratch compared
     with it takes the same."""
-    init = _load_run_cfg(init_from, None, "--init-from", task)
+    init = _load_run_cfg(init_from, None, "--init-from", task, checkpoint_ok=True)
     given = {name: getattr(sac, name) for name in FINETUNE_SAC_OPTIONS if _sac_given(sac, named, name)}
     return dataclasses.replace(init.sac, **given)
 
