@@ -163,7 +163,8 @@ def check_run_dir(
     (:class:`CorruptFileError`)."""
     run = run_of(path) if checkpoint_ok else Path(path)
     if run != Path(path) and not Path(path).is_dir():
-        held = sorted(p.name for p in Path(path).parent.glob("ckpt-*"))
+        # As robolearn.rl.checkpoint.checkpoints lists them (that module loads torch; this one must not).
+        held = sorted(p.name for p in Path(path).parent.glob("ckpt-*") if p.is_dir())
         raise ConfigError(f"{option} {path}: no such checkpoint; the run holds {', '.join(held) or 'none'}")
     config = run / "config.json"
     if not _exists(config):

@@ -163,8 +163,9 @@ def test_init_from_takes_a_checkpoint_the_run_kept_not_only_its_latest(tmp_path:
 
     # The same policy on the same evaluation seeds returns the same, exactly: the latest checkpoint
     # given by name is the run's own start; the earlier one is another policy.
-    assert zero_shot(latest, "from-latest") == zero_shot(run, "from-run")
-    assert zero_shot(early, "from-early") != zero_shot(run, "from-run-again")
+    from_run = zero_shot(run, "from-run")
+    assert zero_shot(latest, "from-latest") == from_run
+    assert zero_shot(early, "from-early") != from_run
     with pytest.raises(
         ConfigError,
         match=r"--init-from .*ckpt-0000000300: no such checkpoint; the run holds "
