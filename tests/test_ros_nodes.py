@@ -23,6 +23,7 @@ pytest.importorskip("rclpy", reason="needs rclpy: install robolearn[ros] or sour
 from ros_helpers import ArmCommandLog
 
 from robolearn.envs.task_env import TaskEnv
+from robolearn.hardware.robots import DroneState
 from robolearn.hardware.ros._rclpy import RosParameterError, command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import (
     local_node,
@@ -41,9 +42,12 @@ from robolearn.hardware.ros.messages import (
     applied_action_layout,
     make_codec,
     stamp_seconds,
+    within_command,
 )
 from robolearn.hardware.ros.sim_robot_node import RobotReport, measurement_noise
 from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames, tracked_joints
+from robolearn.hardware.safety import SafetyLayer
+from robolearn.hardware.safety_config import SafetyCfg
 from robolearn.tasks import make_task_cfg
 
 # rosbags' message parser imports lark, which imports modules Python 3.11 deprecates.
@@ -106,6 +110,36 @@ def test_cmd_vel_legacy_follows_crazyswarm2_and_the_firmware_rate_mode() -> None
     assert m.angular.z == pytest.approx(-math.degrees(0.25))  # legacy yaw rate input is inverted
     full = codec.encode(np.array([thrust_max, 0.0, 0.0, 0.0]), 0.0)["command"]
     assert full.linear.z == 60000  # Crazyswarm2's limit
+
+
+def test_the_safety_layer_clips_and_counts_the_thrust_cmd_vel_legacy_cannot_carry() -> None:
+    # crazyflie.yaml lets 0.59 N through; Crazyswarm2's clip at 60,000 carries 0.50 N at most. The
+    # safety layer of a cmd_vel_legacy drone clips there, and counts it, instead of the message.
+    cfg = make_task_cfg("quadrotor_hover")
+    legacy, rates = make_codec(cfg, "cmd_vel_legacy"), make_codec(cfg, "twist_rates")
+    safety = SafetyCfg.load("crazyflie")
+    narrowed = within_command(safety, legacy)
+    top = narrowed.action["thrust"].high
+    arrives = np.zeros(4)
+    legacy.decode(
+        "command", legacy.encode(np.array([safety.action["thrust"].high, 0, 0, 0]), 0.0)["command"], arrives
+    )
+    assert top == pytest.approx(arrives[0], abs=2e-5) and top < safety.action["thrust"].high - 0.05
+    assert narrowed.action["roll_rate"] == safety.action["roll_rate"]
+    assert within_command(safety, rates) == safety  # twist_rates carries the task's whole range
+    layer = SafetyLayer(narrowed, cfg)
+    quat = np.array([1.0, 0.0, 0.0, 0.0])
+    state = DroneState(
+        pos=np.array([0.0, 0.0, 1.0]), quat=quat, linvel=np.zeros(3), body_rates=np.zeros(3), stamp=0.0
+    )
+    sent = []
+    for k in range(40):  # a thrust that climbs past what the message carries, within the rate limit
+        now = 0.02 * k
+        layer.observed(now)
+        sent.append(layer.filter(np.array([0.3 + 0.01 * k, 0.0, 0.0, 0.0]), state, now)[0])
+    assert max(sent) == pytest.approx(top) and layer.counts["clip"] == sum(
+        0.3 + 0.01 * k > top for k in range(40)
+    )
 
 
 def test_command_types_outside_an_embodiment_are_refused() -> None:

@@ -20,6 +20,8 @@ Commands (published by the policy side): one :class:`CommandCodec` per command t
 from __future__ import annotations
 
 import array
+import dataclasses
+import logging
 import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,9 +32,12 @@ import numpy.typing as npt
 
 from robolearn.errors import RobolearnError
 from robolearn.hardware.ros._rclpy import RosParameterError, msg
+from robolearn.hardware.safety_config import SafetyCfg
 from robolearn.sim.backend import FloatArray
 from robolearn.sim.transforms import quat_rotate_inverse
 from robolearn.tasks.core import TaskCfg
+
+log = logging.getLogger(__name__)
 
 WORLD_FRAME = "world"
 """``header.frame_id`` of every pose: the task's world frame."""
@@ -370,6 +375,11 @@ class CommandCodec:
         """Write what the message of ``role`` carries into ``action``; raise :class:`MessageError`."""
         raise NotImplementedError
 
+    def carried(self) -> dict[str, tuple[float, float]]:
+        """Action components whose values the messages carry over a narrower range than the task's
+        action (name: low, high); a value outside it arrives as the nearest end."""
+        return {}
+
 
 def _float64_array(values: FloatArray) -> Any:
     out = msg("std_msgs", "Float64MultiArray")()
@@ -506,6 +516,10 @@ class CmdVelLegacy(CommandCodec):
         action[2] = math.radians(values[2])
         action[3] = -math.radians(values[3])
 
+    def carried(self) -> dict[str, tuple[float, float]]:
+        # Crazyswarm2's clip at 60,000: 0.84 of the task's maximum thrust reaches the motors.
+        return {"thrust": (0.0, self.max_thrust * (self.CLIP / self.MAX_COMMAND) ** 2)}
+
 
 class TwistRates(CommandCodec):
     """``geometry_msgs/TwistStamped`` in SI units: ``linear.z`` collective thrust (N), ``angular``
@@ -560,6 +574,31 @@ COMMAND_TYPES: dict[str, tuple[type[CommandCodec], ...]] = {
     "car": (CarTwistStamped,),
 }
 """Command types per embodiment; the first is the default."""
+
+
+def within_command(safety: SafetyCfg, codec: CommandCodec) -> SafetyCfg:
+    """``safety`` with each action limit narrowed to the range ``codec``'s messages carry.
+
+    A command the message type would saturate on its way (``cmd_vel_legacy``'s thrust above 0.84 of
+    the task's maximum) is then clipped by the safety layer, counted as a ``clip`` intervention and
+    seen by the policy's state view as what went out, instead of being clipped silently downstream.
+    """
+    action = dict(safety.action)
+    for name, (low, high) in codec.carried().items():
+        lim = action[name]
+        if lim.low < low or lim.high > high:
+            action[name] = dataclasses.replace(lim, low=max(lim.low, low), high=min(lim.high, high))
+            log.info(
+                "%s: action.%s [%g, %g] narrowed to [%g, %g], what command_type %s carries",
+                safety.source,
+                name,
+                lim.low,
+                lim.high,
+                action[name].low,
+                action[name].high,
+                codec.name,
+            )
+    return dataclasses.replace(safety, action=action)
 
 
 def make_codec(cfg: TaskCfg, command_type: str = "") -> CommandCodec:

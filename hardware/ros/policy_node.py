@@ -64,7 +64,7 @@ from robolearn.hardware.ros._rclpy import (
     sensor_qos,
 )
 from robolearn.hardware.ros.images import TRANSPORTS, FrameReader, camera_topic, message_type
-from robolearn.hardware.ros.messages import MessageError, make_codec
+from robolearn.hardware.ros.messages import MessageError, make_codec, within_command
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
     completes_sample,
@@ -290,7 +290,7 @@ class PolicyNode:
         self.cfg = make_task_cfg(self.policy.meta.task)
         self.codec = make_codec(self.cfg, params.command_type)
         robot = safety_robot(self.cfg, params.robot)
-        safety_cfg = load_safety_config(robot)
+        safety_cfg = within_command(load_safety_config(robot), self.codec)
         if params.watchdog_timeout > 0:
             safety_cfg = dataclasses.replace(safety_cfg, watchdog_timeout=params.watchdog_timeout)
         self.safety = SafetyLayer(safety_cfg, self.cfg)

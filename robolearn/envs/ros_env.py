@@ -63,7 +63,7 @@ from robolearn.hardware.registry import load_safety_config, safety_robot
 from robolearn.hardware.ros import Trigger
 from robolearn.hardware.ros._rclpy import command_qos, latched_qos, msg, sensor_qos
 from robolearn.hardware.ros.harness import local_node
-from robolearn.hardware.ros.messages import MessageError, make_codec
+from robolearn.hardware.ros.messages import MessageError, make_codec, within_command
 from robolearn.hardware.ros.policy_node import MESSAGE_TYPES
 from robolearn.hardware.ros.state_view import (
     RemoteStateView,
@@ -135,7 +135,9 @@ class RosRobotEnv:
         self.cfg = make_task_cfg(task)
         self.period = self.cfg.control_dt
         self.codec = make_codec(self.cfg, self.rcfg.command_type)
-        self.safety_cfg = load_safety_config(safety_robot(self.cfg, self.rcfg.safety))
+        self.safety_cfg = within_command(
+            load_safety_config(safety_robot(self.cfg, self.rcfg.safety)), self.codec
+        )
         self.safety = SafetyLayer(self.safety_cfg, self.cfg)
         self.view = RemoteStateView(self.cfg, tracked_frames(self.cfg), tracked_joints(self.cfg))
         with np.errstate(all="ignore"):  # the view holds no state yet; only the shapes count

@@ -54,6 +54,7 @@ from robolearn.hardware.ros.messages import (
     joint_state_msg,
     make_codec,
     set_stamp,
+    within_command,
 )
 from robolearn.hardware.ros.state_view import RemoteStateView, tracked_frames
 from robolearn.hardware.safety import SafetyLayer
@@ -164,7 +165,7 @@ class ExcitationRecorder:
         self.joints = [*robot.arm_joints, *robot.gripper_joints]
         self.codec = make_codec(self.task, cfg.command_type)
         safety_name = cfg.robot or task_robot(self.task) or DEFAULT_SAFETY[self.task.embodiment]
-        self.safety = SafetyLayer(load_safety_config(safety_name), self.task)
+        self.safety = SafetyLayer(within_command(load_safety_config(safety_name), self.codec), self.task)
         self.view = RemoteStateView(self.task, tracked_frames(self.task), self.joints)
         self.applied_layout = applied_action_layout(self.task)
         names = list(self.task.action.names)
