@@ -510,15 +510,18 @@ class CmdVelLegacy(CommandCodec):
     def decode(self, role: str, m: Any, action: FloatArray) -> None:
         values = np.array([m.linear.z, m.linear.y, m.linear.x, m.angular.z])
         _finite(values, "cmd_vel_legacy")
-        command = min(max(values[0], 0.0), self.CLIP)
-        action[0] = self.max_thrust * (command / self.MAX_COMMAND) ** 2
+        action[0] = self._newtons(min(max(values[0], 0.0), self.CLIP))
         action[1] = math.radians(values[1])
         action[2] = math.radians(values[2])
         action[3] = -math.radians(values[3])
 
     def carried(self) -> dict[str, tuple[float, float]]:
         # Crazyswarm2's clip at 60,000: 0.84 of the task's maximum thrust reaches the motors.
-        return {"thrust": (0.0, self.max_thrust * (self.CLIP / self.MAX_COMMAND) ** 2)}
+        return {"thrust": (0.0, self._newtons(self.CLIP))}
+
+    def _newtons(self, command: float) -> float:
+        """The thrust (N) a 16-bit thrust command sets."""
+        return self.max_thrust * (command / self.MAX_COMMAND) ** 2
 
 
 class TwistRates(CommandCodec):
